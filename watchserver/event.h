@@ -1,0 +1,49 @@
+// An Event is one Kubernetes watch event, built once by the replication thread
+// and shared read-only by every watcher that sends it.
+//
+// Thread safety: an Event is immutable after construction; it crosses threads
+// only as EventPtr (shared_ptr<const Event>).
+#ifndef WALWATCH_WATCHSERVER_EVENT_H_
+#define WALWATCH_WATCHSERVER_EVENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace walwatch {
+
+enum class EventType : uint8_t { kAdded, kModified, kDeleted };
+
+const char* EventTypeName(EventType type);
+
+struct Event {
+  // The resourceVersion this event carries (see schema/PROTOCOL.md): the
+  // commit LSN of the previous transaction for all but the last event of a
+  // transaction, and the transaction's own commit LSN for the last one.
+  uint64_t rv = 0;
+  // Commit LSN of the transaction this event belongs to. Resuming from an RV r
+  // delivers every transaction whose commit_lsn is greater than r, whole.
+  uint64_t commit_lsn = 0;
+  bool last_in_txn = false;
+  EventType type = EventType::kAdded;
+  // Commit time, microseconds since the Unix epoch (from wal2json).
+  int64_t commit_time_us = 0;
+
+  // What watchers filter on, extracted once when the event is built.
+  std::string group, version, resource, cluster, ns, name;
+  std::vector<std::pair<std::string, std::string>> labels;
+
+  // The complete line sent to watchers: {"type":..,"object":..}\n
+  std::string wire;
+
+  // Bytes this event holds in memory, used to bound the event log.
+  size_t MemoryBytes() const;
+};
+
+using EventPtr = std::shared_ptr<const Event>;
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_EVENT_H_

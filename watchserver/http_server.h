@@ -1,0 +1,65 @@
+// HttpServer serves the Kubernetes watch protocol over HTTP/1.1 (Boost.Beast)
+// on a Unix socket, and optionally on a loopback TCP address for tools such
+// as kubectl. Every request is one WatchSession; see schema/PROTOCOL.md.
+//
+// Ownership: the caller owns the io_context, the EventLog and the
+// ResourceCatalog, and keeps them alive until Stop() has returned and the
+// io_context has stopped running.
+// Thread safety: Start() and Stop() are called from one thread (main); the
+// sessions run on strands of the io_context, which may run on many threads.
+#ifndef WALWATCH_WATCHSERVER_HTTP_SERVER_H_
+#define WALWATCH_WATCHSERVER_HTTP_SERVER_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+namespace walwatch {
+
+class EventLog;
+class ResourceCatalog;
+
+struct HttpServerOptions {
+  std::string socket_path;       // required
+  unsigned socket_mode = 0660;   // permission bits of the socket file
+  // Optional "127.0.0.1:PORT" (loopback only) for clients that cannot speak
+  // to a Unix socket. Empty: no TCP listener.
+  std::string tcp_listen;
+  // How long a watch with a resourceVersion newer than walwatch has seen
+  // waits for it before answering 504 (the apiserver waits 3 s).
+  std::chrono::milliseconds too_large_rv_wait{3000};
+  // Most bytes of events gathered into one socket write.
+  size_t max_write_bytes = 256 * 1024;
+  // Bound on the request header size; larger requests get 431.
+  size_t max_header_bytes = 16 * 1024;
+};
+
+class HttpServer {
+ public:
+  // `ready` answers /readyz: true once replication is streaming.
+  HttpServer(boost::asio::io_context& io, EventLog& log,
+             ResourceCatalog& catalog, HttpServerOptions options,
+             std::function<bool()> ready);
+  ~HttpServer();
+
+  // Removes a stale socket file, binds, sets the mode, starts accepting.
+  // Returns an empty string on success, or a one-line error.
+  std::string Start();
+
+  // Stops accepting, ends every stream with the final chunk, closes idle
+  // connections and removes the socket file. Safe to call twice.
+  void Stop();
+
+  size_t active_sessions() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_HTTP_SERVER_H_
