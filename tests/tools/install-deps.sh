@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages walwatch needs to build, test and run its demo.
+#
+# Installs only what is missing (checked with dpkg-query), runs `apt-get update`
+# once and only if something is missing, and uses sudo when not root.
+# Prints the packages it installs; quiet otherwise.
+#
+# Usage: tests/tools/install-deps.sh [EXTRA_PACKAGE...]
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libpq-dev postgresql-15 postgresql-15-wal2json
+  libboost-dev libsimdjson-dev nlohmann-json3-dev prometheus-cpp-dev
+  libgtest-dev libbenchmark-dev
+  socat curl
+  clang libclang-rt-14-dev
+  "$@"
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: missing packages (${missing[*]}) and not root, and sudo is not installed" >&2
+    exit 1
+  fi
+  SUDO=(sudo)
+fi
+
+echo "install-deps: installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp /tmp/walwatch-install-deps.XXXXXX)
+trap 'rm -f "$log"' EXIT
+if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "install-deps: apt-get update failed" >&2
+  exit 1
+fi
+if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "install-deps: apt-get install failed" >&2
+  exit 1
+fi
+echo "install-deps: done" >&2
