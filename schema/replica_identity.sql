@@ -1,0 +1,22 @@
+-- Make an existing Clusterpedia database usable by walwatch.
+--
+-- Under the default REPLICA IDENTITY (the primary key) the WAL, and so
+-- wal2json, carries only the old row's `id` for UPDATE and DELETE. walwatch
+-- needs the whole old row:
+--   * a DELETE becomes a DELETED watch event, which must carry the last state
+--     of the object (and its group/version/resource/cluster/namespace/name, to
+--     route it to the right watchers) -- all of it is in the old row only;
+--   * an UPDATE that changes `uid` is Clusterpedia folding "deleted, then
+--     re-created" into one statement: walwatch emits DELETED(old object) then
+--     ADDED(new object), so it needs the old object;
+--   * an UPDATE that leaves a large (TOASTed, stored out of line) `object`
+--     unchanged omits it from the new row entirely -- e.g. the event-recording
+--     UPDATE that only touches `events`; the value is then only in the old row;
+--   * telling "object unchanged, no event" from MODIFIED needs the old object.
+--
+-- Cost: every UPDATE/DELETE on `resources` writes the old row into the WAL too.
+-- Needs ownership of the table (run it as Clusterpedia's database user or a
+-- superuser). Idempotent. Apply with
+--   psql -v ON_ERROR_STOP=1 -d clusterpedia -f schema/replica_identity.sql
+
+ALTER TABLE "resources" REPLICA IDENTITY FULL;
