@@ -32,7 +32,7 @@ struct Event {
   int64_t commit_time_us = 0;
 
   // What watchers filter on, extracted once when the event is built.
-  std::string group, version, resource, cluster, ns, name;
+  std::string group, version, resource, kind, cluster, ns, name;
   std::vector<std::pair<std::string, std::string>> labels;
 
   // The complete line sent to watchers: {"type":..,"object":..}\n

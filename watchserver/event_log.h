@@ -79,6 +79,11 @@ class EventLog {
   // to a strand) and must not call back into the log synchronously.
   void WaitForAppend(uint64_t seq, std::function<void()> wake);
 
+  // The commit LSN of the oldest retained transaction that committed at or
+  // after `since_unix_us`, or 0 if there is none. The replication stream
+  // confirms no further than this, so a restart can replay it.
+  uint64_t OldestCommitSince(int64_t since_unix_us) const;
+
   uint64_t first_seq() const;
   uint64_t tail_seq() const;   // seq the next appended event will get
   uint64_t current_rv() const; // commit LSN of the last transaction seen

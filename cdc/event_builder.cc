@@ -1,0 +1,311 @@
+#include "cdc/event_builder.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include <simdjson.h>
+
+#include "cdc/lsn.h"
+
+namespace walwatch {
+
+namespace od = simdjson::ondemand;
+
+namespace {
+
+// A row as the event sees it: each mapped column, borrowed from a RowImage.
+using RowView = std::array<const ColumnValue*, kMappedFieldCount>;
+
+const ColumnValue& Col(const RowView& row, MappedField f) {
+  return *row[static_cast<size_t>(f)];
+}
+
+RowView ViewOf(const RowImage& image) {
+  RowView v;
+  for (size_t i = 0; i < kMappedFieldCount; ++i) v[i] = &image.fields[i];
+  return v;
+}
+
+// `columns` with each absent (unchanged TOAST) column taken from `identity`.
+RowView MergedNewRow(const RowChange& change) {
+  RowView v;
+  for (size_t i = 0; i < kMappedFieldCount; ++i) {
+    const ColumnValue& c = change.columns.fields[i];
+    v[i] = (c.state == ColumnValue::State::kAbsent && change.identity.present)
+               ? &change.identity.fields[i]
+               : &c;
+  }
+  return v;
+}
+
+constexpr std::array<MappedField, 7> kIdentityKeys = {
+    MappedField::kGroup,   MappedField::kVersion,   MappedField::kResource,
+    MappedField::kCluster, MappedField::kNamespace, MappedField::kName,
+    MappedField::kUid};
+
+// Where the RV and the annotation go in an object's JSON text.
+struct ObjectLayout {
+  static constexpr size_t npos = std::string::npos;
+  size_t top_open = npos;
+  bool top_empty = false;
+  size_t meta_open = npos;
+  bool meta_empty = false;
+  size_t rv_begin = npos, rv_end = npos;  // the member RV's string token
+  size_t ann_open = npos;
+  bool ann_empty = false;
+  std::vector<std::pair<std::string, std::string>> labels;
+};
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+bool EmptyAfter(const std::string& text, size_t open) {
+  size_t i = open + 1;
+  while (i < text.size() && IsSpace(text[i])) ++i;
+  return i < text.size() && text[i] == '}';
+}
+
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+struct Pending {
+  EventType type;
+  RowView row;
+  ObjectLayout layout;
+};
+
+}  // namespace
+
+struct EventBuilder::Impl {
+  od::parser parser;
+  std::string scratch;  // for objects whose buffer lacks padding
+
+  std::string Analyze(const std::string& text, ObjectLayout* out);
+  static void AppendWire(const Pending& p, uint64_t rv, std::string* wire);
+};
+
+EventBuilder::EventBuilder() : impl_(std::make_unique<Impl>()) {}
+EventBuilder::~EventBuilder() = default;
+
+std::string EventBuilder::Impl::Analyze(const std::string& text,
+                                        ObjectLayout* out) {
+  const char* base = text.data();
+  size_t capacity = text.capacity();
+  if (capacity < text.size() + simdjson::SIMDJSON_PADDING) {
+    scratch.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    scratch.assign(text);
+    base = scratch.data();
+    capacity = scratch.capacity();
+  }
+  od::document doc;
+  if (auto err = parser.iterate(base, text.size(), capacity).get(doc)) {
+    return std::string("object is not JSON: ") + simdjson::error_message(err);
+  }
+  od::object root;
+  if (auto err = doc.get_object().get(root)) {
+    return "object is not a JSON object";
+  }
+  size_t first = 0;
+  while (first < text.size() && IsSpace(text[first])) ++first;
+  out->top_open = first;
+  out->top_empty = EmptyAfter(text, first);
+  for (auto field : root) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) return "object has a bad key";
+    if (key != "metadata") continue;
+    od::value meta_value = field.value();
+    std::string_view token;
+    if (meta_value.raw_json_token().get(token) || token.empty() ||
+        token[0] != '{') {
+      return "metadata is not an object";
+    }
+    out->meta_open = token.data() - base;
+    out->meta_empty = EmptyAfter(text, out->meta_open);
+    od::object meta;
+    if (meta_value.get_object().get(meta)) return "metadata is not an object";
+    for (auto mf : meta) {
+      std::string_view mkey;
+      if (mf.unescaped_key().get(mkey)) return "metadata has a bad key";
+      if (mkey == "resourceVersion") {
+        od::value v = mf.value();
+        std::string_view t;
+        if (v.raw_json_token().get(t) || t.empty() || t[0] != '"') {
+          return "metadata.resourceVersion is not a string";
+        }
+        t = TrimRight(t);
+        out->rv_begin = t.data() - base;
+        out->rv_end = out->rv_begin + t.size();
+      } else if (mkey == "annotations") {
+        od::value v = mf.value();
+        std::string_view t;
+        if (v.raw_json_token().get(t) || t.empty() || t[0] != '{') {
+          return "metadata.annotations is not an object";
+        }
+        out->ann_open = t.data() - base;
+        out->ann_empty = EmptyAfter(text, out->ann_open);
+      } else if (mkey == "labels") {
+        od::object labels;
+        if (mf.value().get_object().get(labels)) {
+          return "metadata.labels is not an object";
+        }
+        for (auto lf : labels) {
+          std::string_view lk, lv;
+          if (lf.unescaped_key().get(lk)) return "bad label key";
+          std::string key_copy(lk);  // lk dies with the next string read
+          if (lf.value().get_string().get(lv)) {
+            return "label \"" + key_copy + "\" is not a string";
+          }
+          out->labels.emplace_back(std::move(key_copy), std::string(lv));
+        }
+      }
+    }
+    break;
+  }
+  if (!doc.at_end()) {
+    // Whatever follows the top-level object is not ours to splice.
+    return "object has trailing content";
+  }
+  return "";
+}
+
+void EventBuilder::Impl::AppendWire(const Pending& p, uint64_t rv,
+                                    std::string* wire) {
+  const std::string& obj = Col(p.row, MappedField::kObject).text;
+  const ObjectLayout& l = p.layout;
+  std::string rv_token = "\"" + std::to_string(rv) + "\"";
+
+  struct Edit {
+    size_t at;
+    size_t erase;
+    std::string insert;
+  };
+  std::vector<Edit> edits;
+  if (l.meta_open == ObjectLayout::npos) {
+    edits.push_back({l.top_open + 1, 0,
+                     "\"metadata\":{\"resourceVersion\":" + rv_token + "}" +
+                         (l.top_empty ? "" : ",")});
+  } else if (l.rv_begin == ObjectLayout::npos) {
+    edits.push_back({l.meta_open + 1, 0,
+                     "\"resourceVersion\":" + rv_token +
+                         (l.meta_empty ? "" : ",")});
+  } else {
+    std::string member(obj, l.rv_begin, l.rv_end - l.rv_begin);
+    std::string annotation = std::string("\"") +
+                             kMemberResourceVersionAnnotation + "\":" + member;
+    edits.push_back({l.rv_begin, l.rv_end - l.rv_begin, rv_token});
+    if (l.ann_open != ObjectLayout::npos) {
+      edits.push_back(
+          {l.ann_open + 1, 0, annotation + (l.ann_empty ? "" : ",")});
+    } else {
+      // metadata holds resourceVersion, so it is not empty.
+      edits.push_back({l.meta_open + 1, 0,
+                       "\"annotations\":{" + annotation + "},"});
+    }
+  }
+  std::sort(edits.begin(), edits.end(),
+            [](const Edit& a, const Edit& b) { return a.at < b.at; });
+
+  const char* type = EventTypeName(p.type);
+  size_t extra = 0;
+  for (const auto& e : edits) extra += e.insert.size();
+  wire->reserve(obj.size() + extra + 40);
+  wire->append("{\"type\":\"").append(type).append("\",\"object\":");
+  size_t pos = 0;
+  for (const auto& e : edits) {
+    wire->append(obj, pos, e.at - pos);
+    wire->append(e.insert);
+    pos = e.at + e.erase;
+  }
+  wire->append(obj, pos, std::string::npos);
+  wire->append("}\n");
+}
+
+void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
+                         Result* out) {
+  std::vector<Pending> pending;
+  pending.reserve(txn.changes.size());
+  auto where = [&](const RowChange& c) {
+    return " (transaction " + std::to_string(txn.xid) + ", change at " +
+           FormatLsn(c.lsn) + ")";
+  };
+  auto add = [&](EventType type, const RowView& row, const RowChange& c) {
+    const ColumnValue& object = Col(row, MappedField::kObject);
+    if (object.state != ColumnValue::State::kValue) {
+      out->errors.push_back(
+          std::string(object.state == ColumnValue::State::kNull
+                          ? "the object column is NULL"
+                          : "the object column is missing from the row: the "
+                            "table needs REPLICA IDENTITY FULL") +
+          where(c));
+      return;
+    }
+    Pending p{type, row, {}};
+    std::string err = impl_->Analyze(object.text, &p.layout);
+    if (!err.empty()) {
+      out->errors.push_back(err + where(c));
+      return;
+    }
+    pending.push_back(std::move(p));
+  };
+
+  for (const RowChange& c : txn.changes) {
+    switch (c.action) {
+      case Wal2JsonAction::kInsert:
+        add(EventType::kAdded, ViewOf(c.columns), c);
+        break;
+      case Wal2JsonAction::kDelete:
+        add(EventType::kDeleted, ViewOf(c.identity), c);
+        break;
+      case Wal2JsonAction::kUpdate: {
+        RowView now = MergedNewRow(c);
+        if (!c.identity.present) {
+          // Without the old row nothing can be compared.
+          add(EventType::kModified, now, c);
+          break;
+        }
+        RowView old = ViewOf(c.identity);
+        bool key_changed = false;
+        for (MappedField f : kIdentityKeys) {
+          key_changed |= Col(old, f) != Col(now, f);
+        }
+        if (key_changed) {
+          add(EventType::kDeleted, old, c);
+          add(EventType::kAdded, now, c);
+        } else if (Col(old, MappedField::kObject) ==
+                       Col(now, MappedField::kObject) &&
+                   Col(old, MappedField::kKind) == Col(now, MappedField::kKind)) {
+          ++out->unchanged_updates;
+        } else {
+          add(EventType::kModified, now, c);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const Pending& p = pending[i];
+    auto e = std::make_shared<Event>();
+    e->last_in_txn = i + 1 == pending.size();
+    e->rv = e->last_in_txn ? txn.commit_lsn : prev_rv;
+    e->commit_lsn = txn.commit_lsn;
+    e->type = p.type;
+    e->commit_time_us = txn.commit_time_us;
+    e->group = Col(p.row, MappedField::kGroup).text;
+    e->version = Col(p.row, MappedField::kVersion).text;
+    e->resource = Col(p.row, MappedField::kResource).text;
+    e->kind = Col(p.row, MappedField::kKind).text;
+    e->cluster = Col(p.row, MappedField::kCluster).text;
+    e->ns = Col(p.row, MappedField::kNamespace).text;
+    e->name = Col(p.row, MappedField::kName).text;
+    e->labels = p.layout.labels;
+    Impl::AppendWire(p, e->rv, &e->wire);
+    out->events.push_back(std::move(e));
+  }
+}
+
+}  // namespace walwatch

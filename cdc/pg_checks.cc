@@ -1,0 +1,203 @@
+#include "cdc/pg_checks.h"
+
+#include "cdc/lsn.h"
+#include "cdc/pg_conn.h"
+#include "watchserver/resource_catalog.h"
+
+namespace walwatch {
+
+namespace {
+
+bool Contains(const std::string& s, const char* needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+std::string ExplainPgError(const std::string& e) {
+  if (Contains(e, "password authentication failed") ||
+      Contains(e, "no password supplied")) {
+    return e + " (fix: correct the password in --conninfo, PGPASSWORD or "
+               "~/.pgpass)";
+  }
+  if (Contains(e, "may not be used as an output plugin")) {
+    return e + " (fix: add wal2json to output_plugin_libraries in "
+               "postgresql.conf, e.g. output_plugin_libraries = 'pgoutput, "
+               "test_decoding, wal2json', then reload PostgreSQL)";
+  }
+  if (Contains(e, "wal2json") &&
+      (Contains(e, "could not access file") || Contains(e, "No such file"))) {
+    return e + " (fix: install the wal2json output plugin on the PostgreSQL "
+               "server, e.g. apt-get install postgresql-15-wal2json)";
+  }
+  if (Contains(e, "logical decoding requires wal_level") ||
+      Contains(e, "wal_level >= logical")) {
+    return e + " (fix: set wal_level = logical in postgresql.conf and "
+               "restart PostgreSQL)";
+  }
+  if (Contains(e, "has been invalidated")) {
+    return e + " (the slot fell behind max_slot_wal_keep_size; walwatch "
+               "recreates it and watchers must relist)";
+  }
+  if (Contains(e, "must be superuser or replication role") ||
+      Contains(e, "permission denied to start WAL sender") ||
+      Contains(e, "must have REPLICATION") ||
+      Contains(e, "permission denied to use replication slots")) {
+    return e + " (fix: ALTER ROLE <user> REPLICATION, see schema/roles.sql)";
+  }
+  if (Contains(e, "no pg_hba.conf entry for replication")) {
+    return e + " (fix: allow replication connections for this user in "
+               "pg_hba.conf: host replication <user> <addr> scram-sha-256)";
+  }
+  if (Contains(e, "all replication slots are in use")) {
+    return e + " (fix: raise max_replication_slots, or drop orphaned slots)";
+  }
+  if (Contains(e, "number of requested standby connections exceeds")) {
+    return e + " (fix: raise max_wal_senders)";
+  }
+  return e;
+}
+
+std::string QuoteIdent(const std::string& name) {
+  std::string q = "\"";
+  for (char c : name) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
+  std::string err;
+  PgResult r = PgQuery(conn, "SELECT current_setting('wal_level')", {}, &err);
+  if (!r) return "cannot read wal_level: " + err;
+  std::string wal_level = PQgetvalue(r.get(), 0, 0);
+  if (wal_level != "logical") {
+    return "wal_level is " + wal_level +
+           ", walwatch needs logical (fix: set wal_level = logical in "
+           "postgresql.conf and restart PostgreSQL)";
+  }
+  const std::string table = mapping.QualifiedTable();
+  r = PgQuery(conn,
+              "SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace "
+              "n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
+              "c.relname = $2 AND c.relkind IN ('r', 'p')",
+              {mapping.schema, mapping.table}, &err);
+  if (!r) return "cannot look up table " + table + ": " + err;
+  if (PQntuples(r.get()) == 0) {
+    return "table " + table +
+           " does not exist (fix: create it with schema/clusterpedia.sql, "
+           "or point --mapping at the table to watch)";
+  }
+  std::string oid = PQgetvalue(r.get(), 0, 0);
+  std::string identity = PQgetvalue(r.get(), 0, 1);
+  if (identity != "f") {
+    const char* name = identity == "d" ? "DEFAULT"
+                       : identity == "n" ? "NOTHING"
+                                         : "USING INDEX";
+    return "table " + table + " has REPLICA IDENTITY " + name +
+           ", walwatch needs FULL to see old rows (fix: ALTER TABLE " +
+           QuoteIdent(mapping.schema) + "." + QuoteIdent(mapping.table) +
+           " REPLICA IDENTITY FULL; see schema/replica_identity.sql)";
+  }
+  for (size_t i = 0; i < kMappedFieldCount; ++i) {
+    const std::string& col = mapping.columns[i];
+    r = PgQuery(conn,
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = $1::oid AND attname = $2 AND attnum > 0 "
+                "AND NOT attisdropped",
+                {oid, col}, &err);
+    if (!r) return "cannot read the columns of " + table + ": " + err;
+    if (PQntuples(r.get()) == 0) {
+      return "table " + table + " has no column \"" + col +
+             "\" (mapped as " + kMappedFieldNames[i] +
+             "; fix: correct the table mapping)";
+    }
+    std::string type = PQgetvalue(r.get(), 0, 0);
+    if (static_cast<MappedField>(i) == MappedField::kObject &&
+        type != "jsonb" && type != "json") {
+      return "column \"" + col + "\" of " + table + " is " + type +
+             ", the object column must be json or jsonb (fix: correct the "
+             "table mapping)";
+    }
+  }
+  r = PgQuery(conn, "SELECT has_table_privilege($1::oid, 'SELECT')", {oid},
+              &err);
+  if (r && std::string(PQgetvalue(r.get(), 0, 0)) != "t") {
+    return "the connecting role may not SELECT from " + table +
+           " (fix: GRANT SELECT ON " + table + " TO <role>; see "
+           "schema/roles.sql)";
+  }
+  return "";
+}
+
+std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out) {
+  std::string err;
+  PgResult r = PgQuery(
+      conn,
+      "SELECT coalesce(plugin, ''), coalesce(database::text, ''), "
+      "coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, ''), "
+      "current_database() FROM pg_replication_slots WHERE slot_name = $1",
+      {slot}, &err);
+  if (!r) return "cannot read replication slot " + slot + ": " + err;
+  *out = SlotState();
+  if (PQntuples(r.get()) == 0) return "";
+  out->exists = true;
+  out->plugin = PQgetvalue(r.get(), 0, 0);
+  out->database = PQgetvalue(r.get(), 0, 1);
+  std::string cf = PQgetvalue(r.get(), 0, 2);
+  out->wal_status = PQgetvalue(r.get(), 0, 3);
+  std::string current_db = PQgetvalue(r.get(), 0, 4);
+  if (out->plugin != "wal2json") {
+    return "replication slot " + slot + " uses plugin \"" + out->plugin +
+           "\", not wal2json (fix: choose another --slot, or drop it)";
+  }
+  if (out->database != current_db) {
+    return "replication slot " + slot + " belongs to database \"" +
+           out->database + "\", not \"" + current_db +
+           "\" (fix: choose another --slot)";
+  }
+  if (!cf.empty()) {
+    auto lsn = ParseLsn(cf);
+    if (!lsn) return "replication slot " + slot + " has a bad LSN " + cf;
+    out->confirmed_flush = *lsn;
+  }
+  return "";
+}
+
+std::string CreateSlot(PGconn* conn, const std::string& slot) {
+  std::string err;
+  PgResult r = PgQuery(
+      conn, "SELECT pg_create_logical_replication_slot($1, 'wal2json')",
+      {slot}, &err);
+  if (!r) return "cannot create replication slot " + slot + ": " + ExplainPgError(err);
+  return "";
+}
+
+std::string DropSlot(PGconn* conn, const std::string& slot) {
+  std::string err;
+  PgResult r = PgQuery(conn, "SELECT pg_drop_replication_slot($1)", {slot},
+                       &err);
+  if (!r) return "cannot drop replication slot " + slot + ": " + err;
+  return "";
+}
+
+std::string LoadCatalog(PGconn* conn, const TableMapping& m,
+                        ResourceCatalog* catalog) {
+  std::string sql = "SELECT DISTINCT " + QuoteIdent(m.column(MappedField::kGroup)) +
+                    ", " + QuoteIdent(m.column(MappedField::kVersion)) + ", " +
+                    QuoteIdent(m.column(MappedField::kResource)) + ", " +
+                    QuoteIdent(m.column(MappedField::kKind)) + " FROM " +
+                    QuoteIdent(m.schema) + "." + QuoteIdent(m.table);
+  std::string err;
+  PgResult r = PgQuery(conn, sql, {}, &err);
+  if (!r) return "cannot list the resources in " + m.QualifiedTable() + ": " + err;
+  for (int i = 0; i < PQntuples(r.get()); ++i) {
+    catalog->Add({PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1),
+                  PQgetvalue(r.get(), i, 2)},
+                 PQgetvalue(r.get(), i, 3));
+  }
+  return "";
+}
+
+}  // namespace walwatch

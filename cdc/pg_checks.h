@@ -1,0 +1,46 @@
+// The startup checks walwatch runs on an ordinary (non-replication)
+// connection before it streams. Each failure is one line that names the fix.
+// Thread safety: called by the replication thread, on its own connection.
+#ifndef WALWATCH_CDC_PG_CHECKS_H_
+#define WALWATCH_CDC_PG_CHECKS_H_
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <string>
+
+#include "schema/table_mapping.h"
+
+namespace walwatch {
+
+class ResourceCatalog;
+
+// Adds the fix to a PostgreSQL error message walwatch knows the cause of
+// (wrong password, wal2json missing or not allowed, wal_level, invalidated
+// slot, missing privileges). Unknown messages are returned unchanged.
+std::string ExplainPgError(const std::string& pg_error);
+
+// wal_level, the table, its REPLICA IDENTITY and the mapped columns.
+std::string CheckDatabase(PGconn* conn, const TableMapping& mapping);
+
+struct SlotState {
+  bool exists = false;
+  std::string plugin;
+  std::string database;
+  uint64_t confirmed_flush = 0;
+  std::string wal_status;  // reserved, extended, unreserved, lost
+};
+std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out);
+std::string CreateSlot(PGconn* conn, const std::string& slot);
+std::string DropSlot(PGconn* conn, const std::string& slot);
+
+// Adds every (group, version, resource) of the table to `catalog`.
+std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,
+                        ResourceCatalog* catalog);
+
+// Quotes an SQL identifier ("group" -> "\"group\"").
+std::string QuoteIdent(const std::string& name);
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_CDC_PG_CHECKS_H_

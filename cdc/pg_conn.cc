@@ -1,0 +1,67 @@
+#include "cdc/pg_conn.h"
+
+namespace walwatch {
+
+PgConn ConnectPg(const std::string& conninfo, bool replication,
+                 int connect_timeout_seconds) {
+  // expand_dbname=1: the first "dbname" is the user's conninfo, expanded;
+  // the keywords after it override it. wal2json prints timestamps in the
+  // session's DateStyle and TimeZone, so fix both.
+  std::string timeout = std::to_string(connect_timeout_seconds);
+  std::vector<const char*> keys = {"dbname", "options",
+                                   "fallback_application_name",
+                                   "connect_timeout"};
+  std::vector<const char*> values = {
+      conninfo.empty() ? nullptr : conninfo.c_str(),
+      "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3", "walwatch",
+      timeout.c_str()};
+  if (replication) {
+    keys.push_back("replication");
+    values.push_back("database");
+  }
+  if (conninfo.empty()) {
+    // Nothing to expand: let libpq take dbname from PGDATABASE.
+    keys.erase(keys.begin());
+    values.erase(values.begin());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  return PgConn(PQconnectdbParams(keys.data(), values.data(),
+                                  conninfo.empty() ? 0 : 1));
+}
+
+namespace {
+
+std::string FirstLine(const char* msg) {
+  std::string s = msg ? msg : "";
+  // libpq prefixes connection errors with "connection to server ... failed: ".
+  size_t nl = s.find('\n');
+  if (nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string PgError(PGconn* conn) { return FirstLine(PQerrorMessage(conn)); }
+
+std::string PgResultError(PGresult* res) {
+  return FirstLine(PQresultErrorMessage(res));
+}
+
+PgResult PgQuery(PGconn* conn, const std::string& sql,
+                 const std::vector<std::string>& params, std::string* error) {
+  std::vector<const char*> p;
+  for (const auto& s : params) p.push_back(s.c_str());
+  PgResult res(PQexecParams(conn, sql.c_str(), static_cast<int>(p.size()),
+                            nullptr, p.data(), nullptr, nullptr, 0));
+  ExecStatusType st = PQresultStatus(res.get());
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+    *error = res ? PgResultError(res.get()) : PgError(conn);
+    if (error->empty()) *error = PgError(conn);
+    return nullptr;
+  }
+  return res;
+}
+
+}  // namespace walwatch

@@ -1,0 +1,482 @@
+#include "cdc/replication_stream.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "cdc/event_builder.h"
+#include "cdc/lsn.h"
+#include "cdc/pg_checks.h"
+#include "cdc/pg_conn.h"
+#include "cdc/transaction_assembler.h"
+#include "cdc/wal2json_decoder.h"
+#include "watchserver/event_log.h"
+#include "watchserver/logging.h"
+#include "watchserver/resource_catalog.h"
+
+namespace walwatch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
+constexpr int64_t kPgEpochOffsetMicros = 946684800LL * 1000000;
+
+int64_t NowUnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t ReadBe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void WriteBe64(char* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i) {
+    p[i] = static_cast<char>(v & 0xFF);
+    v >>= 8;
+  }
+}
+
+std::string QuoteLiteral(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += '\'';
+    q += c;
+  }
+  return q + "'";
+}
+
+bool SlotIsGone(const std::string& error) {
+  return error.find("has been invalidated") != std::string::npos ||
+         (error.find("replication slot") != std::string::npos &&
+          error.find("does not exist") != std::string::npos);
+}
+
+}  // namespace
+
+struct ReplicationStream::Impl {
+  Impl(ReplicationOptions o, ResourceCatalog* c, ReplicationStats* s,
+       std::atomic<bool>* streaming)
+      : opt(std::move(o)),
+        catalog(c),
+        stats(s),
+        streaming(streaming),
+        decoder(opt.mapping),
+        assembler(opt.max_transaction_bytes, 0),
+        stop_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Impl() {
+    if (stop_fd >= 0) close(stop_fd);
+  }
+
+  const ReplicationOptions opt;
+  ResourceCatalog* const catalog;
+  ReplicationStats* const stats;
+  std::atomic<bool>* const streaming;
+  Wal2JsonDecoder decoder;
+  TransactionAssembler assembler;
+  EventBuilder builder;
+  Wal2JsonRecord record;
+  Transaction txn;
+  EventBuilder::Result built;
+
+  PgConn repl;
+  EventLog* log = nullptr;
+  uint64_t last_received = 0;
+  Clock::time_point next_status;
+  const int stop_fd;
+  std::atomic<bool> stop{false};
+
+  std::string StartStreaming();
+  std::string RecreateSlot(uint64_t* new_floor);
+  enum class StreamEnd { kStopped, kError };
+  StreamEnd Stream(std::string* error);
+  bool HandleMessage(const char* buf, int len, std::string* error);
+  void OnCommit();
+  bool SendStatus(bool reply_requested, std::string* error);
+  uint64_t FlushPosition() const;
+  bool WaitOrStop(std::chrono::milliseconds delay);
+};
+
+ReplicationStream::ReplicationStream(ReplicationOptions options,
+                                     ResourceCatalog* catalog)
+    : impl_(std::make_unique<Impl>(std::move(options), catalog, &stats_,
+                                   &streaming_)) {}
+
+ReplicationStream::~ReplicationStream() = default;
+
+std::string ReplicationStream::Impl::StartStreaming() {
+  repl = ConnectPg(opt.conninfo, /*replication=*/true,
+                   opt.connect_timeout_seconds);
+  if (PQstatus(repl.get()) != CONNECTION_OK) {
+    std::string err = ExplainPgError(PgError(repl.get()));
+    repl.reset();
+    return "cannot open the replication connection: " + err;
+  }
+  std::string cmd =
+      "START_REPLICATION SLOT " + QuoteIdent(opt.slot) +
+      " LOGICAL 0/0 (\"format-version\" '2', \"include-xids\" '1', "
+      "\"include-lsn\" '1', \"include-timestamp\" '1', \"include-types\" '0', "
+      "\"add-tables\" " +
+      QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
+  PgResult res(PQexec(repl.get(), cmd.c_str()));
+  if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
+    std::string err = ExplainPgError(
+        res ? PgResultError(res.get()) : PgError(repl.get()));
+    if (err.empty()) err = ExplainPgError(PgError(repl.get()));
+    repl.reset();
+    return "cannot start replication from slot " + opt.slot + ": " + err;
+  }
+  last_received = 0;
+  next_status = Clock::now();
+  return "";
+}
+
+std::string ReplicationStream::Prepare(uint64_t* floor_rv) {
+  Impl& m = *impl_;
+  PgConn conn = ConnectPg(m.opt.conninfo, /*replication=*/false,
+                          m.opt.connect_timeout_seconds);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return "cannot connect to PostgreSQL: " +
+           ExplainPgError(PgError(conn.get()));
+  }
+  if (std::string err = CheckDatabase(conn.get(), m.opt.mapping); !err.empty()) {
+    return err;
+  }
+  SlotState slot;
+  if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot); !err.empty()) {
+    return err;
+  }
+  if (slot.exists && slot.wal_status == "lost") {
+    LogWarn("replication slot was invalidated; dropping and recreating it",
+            {{"slot", m.opt.slot}});
+    if (std::string err = DropSlot(conn.get(), m.opt.slot); !err.empty()) {
+      return err;
+    }
+    ++stats_.slot_recreations;
+    slot.exists = false;
+  }
+  if (!slot.exists) {
+    if (std::string err = CreateSlot(conn.get(), m.opt.slot); !err.empty()) {
+      return err;
+    }
+    if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot);
+        !err.empty()) {
+      return err;
+    }
+    LogInfo("created replication slot",
+            {{"slot", m.opt.slot},
+             {"confirmed_flush_lsn", FormatLsn(slot.confirmed_flush)}});
+  }
+  if (std::string err = LoadCatalog(conn.get(), m.opt.mapping, m.catalog);
+      !err.empty()) {
+    return err;
+  }
+  conn.reset();
+  // The server sends every transaction whose commit record starts at or
+  // after confirmed_flush, so the stream continues after confirmed_flush-1.
+  *floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  m.assembler.set_last_commit_lsn(*floor_rv);
+  if (std::string err = m.StartStreaming(); !err.empty()) return err;
+  LogInfo("streaming",
+          {{"slot", m.opt.slot},
+           {"table", m.opt.mapping.QualifiedTable()},
+           {"from", FormatLsn(slot.confirmed_flush)}});
+  return "";
+}
+
+uint64_t ReplicationStream::Impl::FlushPosition() const {
+  // Confirm up to the oldest transaction of the replay window, so that a
+  // restart re-sends it; with nothing to keep, everything seen so far.
+  int64_t since = NowUnixMicros() -
+                  std::chrono::duration_cast<std::chrono::microseconds>(
+                      opt.replay_window)
+                      .count();
+  uint64_t oldest = log->OldestCommitSince(since);
+  return oldest != 0 ? oldest : log->current_rv() + 1;
+}
+
+bool ReplicationStream::Impl::SendStatus(bool reply_requested,
+                                         std::string* error) {
+  uint64_t flush = FlushPosition();
+  char msg[34];
+  msg[0] = 'r';
+  WriteBe64(msg + 1, std::max(last_received, flush));  // write
+  WriteBe64(msg + 9, flush);                           // flush
+  WriteBe64(msg + 17, flush);                          // apply
+  WriteBe64(msg + 25, NowUnixMicros() - kPgEpochOffsetMicros);
+  msg[33] = reply_requested ? 1 : 0;
+  if (PQputCopyData(repl.get(), msg, sizeof(msg)) <= 0 ||
+      PQflush(repl.get()) != 0) {
+    *error = "cannot send a standby status update: " + PgError(repl.get());
+    return false;
+  }
+  stats->confirmed_lsn = flush;
+  next_status = Clock::now() + opt.status_interval;
+  return true;
+}
+
+void ReplicationStream::Impl::OnCommit() {
+  ++stats->transactions;
+  stats->last_commit_time_us = txn.commit_time_us;
+  if (txn.truncated || txn.overflowed) {
+    LogWarn(txn.truncated
+                ? "the table was truncated; every watcher must relist"
+                : "a transaction is larger than --max-log-bytes allows; "
+                  "every watcher must relist",
+            {{"xid", static_cast<uint64_t>(txn.xid)},
+             {"commit_lsn", FormatLsn(txn.commit_lsn)}});
+    log->AppendBarrier(txn.commit_lsn);
+    ++stats->barriers;
+    return;
+  }
+  if (txn.changes.empty()) {
+    log->AdvanceCurrentRv(txn.commit_lsn);
+    return;
+  }
+  built.events.clear();
+  built.errors.clear();
+  built.unchanged_updates = 0;
+  builder.Build(txn, log->current_rv(), &built);
+  stats->unchanged_updates += built.unchanged_updates;
+  for (const std::string& err : built.errors) {
+    ++stats->row_errors;
+    LogError("a row could not become a watch event", {{"error", err}});
+  }
+  if (built.events.empty()) {
+    log->AdvanceCurrentRv(txn.commit_lsn);
+    return;
+  }
+  for (const EventPtr& e : built.events) {
+    switch (e->type) {
+      case EventType::kAdded: ++stats->events_added; break;
+      case EventType::kModified: ++stats->events_modified; break;
+      case EventType::kDeleted: ++stats->events_deleted; break;
+    }
+    catalog->Add({e->group, e->version, e->resource}, e->kind);
+  }
+  if (log->AppendTransaction(txn.commit_lsn, std::move(built.events)) ==
+      EventLog::AppendResult::kTooLarge) {
+    ++stats->barriers;
+    LogWarn("a transaction's events are larger than --max-log-bytes; "
+            "every watcher must relist",
+            {{"xid", static_cast<uint64_t>(txn.xid)},
+             {"commit_lsn", FormatLsn(txn.commit_lsn)}});
+  }
+}
+
+bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
+                                            std::string* error) {
+  switch (buf[0]) {
+    case 'w': {
+      if (len < 25) {
+        *error = "short XLogData message";
+        return false;
+      }
+      uint64_t data_start = ReadBe64(buf + 1);
+      stats->server_wal_end = ReadBe64(buf + 9);
+      stats->received_lsn = data_start;
+      stats->bytes_received += len;
+      last_received = std::max(last_received, data_start);
+      std::string_view payload(buf + 25, len - 25);
+      std::string err = decoder.Decode(payload, &record);
+      if (!err.empty()) {
+        // Counted and logged with its position; a message that is not
+        // wal2json v2 cannot be turned into an event.
+        ++stats->decode_errors;
+        LogError("cannot decode a wal2json message",
+                 {{"lsn", FormatLsn(data_start)},
+                  {"error", err},
+                  {"message", payload.substr(0, 256)}});
+        return true;
+      }
+      TransactionAssembler::Outcome outcome;
+      err = assembler.Feed(record, &txn, &outcome);
+      if (!err.empty()) {
+        *error = "out-of-order wal2json stream: " + err;
+        return false;
+      }
+      if (outcome == TransactionAssembler::Outcome::kCommitted) {
+        OnCommit();
+      } else if (outcome == TransactionAssembler::Outcome::kDuplicate) {
+        ++stats->duplicate_transactions;
+      }
+      return true;
+    }
+    case 'k': {
+      if (len < 18) {
+        *error = "short keepalive message";
+        return false;
+      }
+      stats->server_wal_end = ReadBe64(buf + 1);
+      if (buf[17]) return SendStatus(false, error);
+      return true;
+    }
+    default:
+      LogWarn("unknown replication message", {{"type", std::string(1, buf[0])}});
+      return true;
+  }
+}
+
+ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
+    std::string* error) {
+  PGconn* conn = repl.get();
+  for (;;) {
+    for (;;) {
+      char* buf = nullptr;
+      int n = PQgetCopyData(conn, &buf, /*async=*/1);
+      if (n > 0) {
+        bool ok = HandleMessage(buf, n, error);
+        PQfreemem(buf);
+        if (!ok) return StreamEnd::kError;
+        // A large transaction arrives as a long run of messages: keep
+        // reporting status while it does.
+        if (Clock::now() >= next_status && !SendStatus(false, error)) {
+          return StreamEnd::kError;
+        }
+        if (stop.load(std::memory_order_relaxed)) return StreamEnd::kStopped;
+        continue;
+      }
+      if (n == 0) break;
+      if (n == -1) {
+        PgResult res(PQgetResult(conn));
+        *error = "the server ended the replication stream: " +
+                 ExplainPgError(res ? PgResultError(res.get()) : PgError(conn));
+        return StreamEnd::kError;
+      }
+      *error = ExplainPgError(PgError(conn));
+      return StreamEnd::kError;
+    }
+    if (stop.load()) return StreamEnd::kStopped;
+    auto now = Clock::now();
+    if (now >= next_status) {
+      if (!SendStatus(false, error)) return StreamEnd::kError;
+      now = Clock::now();
+    }
+    int timeout_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_status - now)
+            .count()) + 1;
+    pollfd fds[2] = {{PQsocket(conn), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    int r = poll(fds, 2, timeout_ms);
+    if (r < 0 && errno != EINTR) {
+      *error = std::string("poll: ") + std::strerror(errno);
+      return StreamEnd::kError;
+    }
+    if (fds[1].revents) return StreamEnd::kStopped;
+    if (fds[0].revents && !PQconsumeInput(conn)) {
+      *error = ExplainPgError(PgError(conn));
+      return StreamEnd::kError;
+    }
+  }
+}
+
+bool ReplicationStream::Impl::WaitOrStop(std::chrono::milliseconds delay) {
+  pollfd fd = {stop_fd, POLLIN, 0};
+  poll(&fd, 1, static_cast<int>(delay.count()));
+  return !stop.load();
+}
+
+std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor) {
+  PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return ExplainPgError(PgError(conn.get()));
+  }
+  SlotState slot;
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot); !err.empty()) {
+    return err;
+  }
+  if (slot.exists && slot.wal_status != "lost") return "";  // came back
+  if (slot.exists) {
+    if (std::string err = DropSlot(conn.get(), opt.slot); !err.empty()) {
+      return err;
+    }
+  }
+  if (std::string err = CreateSlot(conn.get(), opt.slot); !err.empty()) {
+    return err;
+  }
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot); !err.empty()) {
+    return err;
+  }
+  *new_floor = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  return "";
+}
+
+void ReplicationStream::Run(EventLog* log) {
+  Impl& m = *impl_;
+  m.log = log;
+  m.assembler.set_last_commit_lsn(log->current_rv());
+  std::mt19937_64 rng(std::random_device{}());
+  int attempt = 0;
+  while (!m.stop.load()) {
+    if (!m.repl) {
+      ++attempt;
+      auto base = std::min(m.opt.backoff_max,
+                           m.opt.backoff_initial * (1LL << std::min(attempt - 1, 16)));
+      std::uniform_real_distribution<double> jitter(0.8, 1.2);
+      auto delay = std::chrono::milliseconds(
+          static_cast<int64_t>(base.count() * jitter(rng)));
+      LogInfo("reconnecting to PostgreSQL",
+              {{"attempt", attempt}, {"delay_ms", static_cast<int64_t>(delay.count())}});
+      if (!m.WaitOrStop(delay)) break;
+      std::string err = m.StartStreaming();
+      if (!err.empty()) {
+        LogWarn("reconnect failed", {{"attempt", attempt}, {"error", err}});
+        if (SlotIsGone(err)) {
+          uint64_t new_floor = 0;
+          std::string rerr = m.RecreateSlot(&new_floor);
+          if (!rerr.empty()) {
+            LogError("cannot recreate the replication slot", {{"error", rerr}});
+          } else if (new_floor != 0) {
+            ++stats_.slot_recreations;
+            uint64_t barrier = std::max(new_floor, log->current_rv() + 1);
+            LogError("the replication slot was lost and has been recreated; "
+                     "every watcher must relist",
+                     {{"slot", m.opt.slot}, {"resume_after", FormatLsn(barrier)}});
+            log->AppendBarrier(barrier);
+            ++stats_.barriers;
+            m.assembler.set_last_commit_lsn(barrier);
+          }
+        }
+        continue;
+      }
+      ++stats_.reconnects;
+      LogInfo("replication resumed", {{"slot", m.opt.slot}, {"attempt", attempt}});
+    }
+    streaming_ = true;
+    auto started = Clock::now();
+    std::string err;
+    Impl::StreamEnd end = m.Stream(&err);
+    streaming_ = false;
+    if (end == Impl::StreamEnd::kStopped) break;
+    LogWarn("replication connection lost", {{"error", err}});
+    m.repl.reset();
+    m.assembler.Reset();
+    if (Clock::now() - started > std::chrono::seconds(30)) attempt = 0;
+  }
+  if (m.repl) {
+    std::string err;
+    if (m.SendStatus(false, &err)) {
+      LogInfo("sent the last status update",
+              {{"flush_lsn", FormatLsn(stats_.confirmed_lsn.load())}});
+    }
+    m.repl.reset();
+  }
+}
+
+void ReplicationStream::Stop() {
+  impl_->stop = true;
+  uint64_t one = 1;
+  ssize_t n = write(impl_->stop_fd, &one, sizeof(one));
+  (void)n;
+}
+
+}  // namespace walwatch

@@ -1,0 +1,93 @@
+// ReplicationStream owns walwatch's libpq replication connection. It checks
+// the server at startup, creates the wal2json slot if missing, streams
+// format-version 2 changes of the mapped table, and turns each committed
+// transaction into events appended to the EventLog. It confirms to
+// PostgreSQL only what the log holds, and reconnects with capped, jittered
+// exponential backoff when the connection is lost.
+//
+// Threads: Prepare() and Run() are called by one thread, which then owns the
+// connections (the replication thread). Stop() and the accessors may be
+// called from any thread.
+#ifndef WALWATCH_CDC_REPLICATION_STREAM_H_
+#define WALWATCH_CDC_REPLICATION_STREAM_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "schema/table_mapping.h"
+
+namespace walwatch {
+
+class EventLog;
+class ResourceCatalog;
+
+struct ReplicationOptions {
+  std::string conninfo;  // libpq conninfo; empty: PG* environment variables
+  std::string slot = "walwatch";
+  TableMapping mapping;
+  std::chrono::milliseconds status_interval{1000};
+  int connect_timeout_seconds = 10;
+  // Most bytes of row data one transaction may hold while it is assembled.
+  // A larger transaction becomes a barrier: watchers get 410 and relist.
+  size_t max_transaction_bytes = 128u << 20;
+  // After a restart walwatch rebuilds its log from the slot. It holds the
+  // slot's confirmed position back to the oldest transaction younger than
+  // this (and still in the log), so that those can be replayed.
+  std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
+  // Backoff between reconnect attempts.
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{10000};
+};
+
+// Counters for metrics and tests; all monotonic unless noted.
+struct ReplicationStats {
+  std::atomic<uint64_t> events_added{0}, events_modified{0},
+      events_deleted{0};
+  std::atomic<uint64_t> transactions{0}, duplicate_transactions{0};
+  std::atomic<uint64_t> unchanged_updates{0};
+  std::atomic<uint64_t> decode_errors{0}, row_errors{0};
+  std::atomic<uint64_t> reconnects{0}, slot_recreations{0};
+  std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
+  std::atomic<uint64_t> bytes_received{0};
+  // Gauges.
+  std::atomic<uint64_t> received_lsn{0};     // last XLogData start
+  std::atomic<uint64_t> server_wal_end{0};   // from the latest message
+  std::atomic<uint64_t> confirmed_lsn{0};    // last flush position sent
+  std::atomic<int64_t> last_commit_time_us{0};
+};
+
+class ReplicationStream {
+ public:
+  ReplicationStream(ReplicationOptions options, ResourceCatalog* catalog);
+  ~ReplicationStream();
+  ReplicationStream(const ReplicationStream&) = delete;
+  ReplicationStream& operator=(const ReplicationStream&) = delete;
+
+  // Checks the server and the table, creates the slot if it is missing,
+  // loads the resource catalog, and starts streaming. On success sets
+  // *floor_rv to the position the stream continues after (the EventLog's
+  // floor) and returns "". Otherwise returns one line that names the fix.
+  std::string Prepare(uint64_t* floor_rv);
+
+  // Streams into `log` until Stop(). Reconnects on errors.
+  void Run(EventLog* log);
+
+  // Ends Run(): sends a last status update and closes the connection.
+  void Stop();
+
+  bool streaming() const { return streaming_.load(); }
+  const ReplicationStats& stats() const { return stats_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> streaming_{false};
+  ReplicationStats stats_;
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_CDC_REPLICATION_STREAM_H_

@@ -1,0 +1,109 @@
+#include "cdc/transaction_assembler.h"
+
+#include <utility>
+
+#include "cdc/lsn.h"
+
+namespace walwatch {
+
+TransactionAssembler::TransactionAssembler(size_t max_transaction_bytes,
+                                           uint64_t last_commit_lsn)
+    : max_transaction_bytes_(max_transaction_bytes),
+      last_commit_lsn_(last_commit_lsn) {}
+
+void TransactionAssembler::Reset() {
+  in_txn_ = false;
+  duplicate_ = false;
+  current_ = Transaction();
+}
+
+namespace {
+
+size_t ImageBytes(const RowImage& image) {
+  size_t n = 0;
+  for (const auto& f : image.fields) n += f.text.size();
+  return n;
+}
+
+}  // namespace
+
+std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
+                                       Transaction* txn, Outcome* outcome) {
+  *outcome = Outcome::kPending;
+  switch (record.action) {
+    case Wal2JsonAction::kBegin:
+      if (in_txn_) {
+        std::string err = "begin of transaction " +
+                          std::to_string(record.xid) + " inside transaction " +
+                          std::to_string(current_.xid);
+        Reset();
+        return err;
+      }
+      in_txn_ = true;
+      current_ = Transaction();
+      current_.xid = record.xid;
+      current_.commit_lsn = record.lsn;  // B carries the commit record's LSN
+      current_.end_lsn = record.next_lsn;
+      current_.commit_time_us = record.timestamp_us;
+      // A transaction at or below the last commit appended is a re-send:
+      // skip its changes without keeping them.
+      duplicate_ = record.lsn <= last_commit_lsn_;
+      return "";
+
+    case Wal2JsonAction::kCommit: {
+      if (!in_txn_) return "commit at " + FormatLsn(record.lsn) + " outside a transaction";
+      if (record.lsn != current_.commit_lsn) {
+        std::string err = "commit LSN " + FormatLsn(record.lsn) +
+                          " differs from its begin's " +
+                          FormatLsn(current_.commit_lsn);
+        Reset();
+        return err;
+      }
+      in_txn_ = false;
+      if (duplicate_) {
+        ++duplicates_dropped_;
+        *outcome = Outcome::kDuplicate;
+        current_ = Transaction();
+        return "";
+      }
+      last_commit_lsn_ = current_.commit_lsn;
+      *txn = std::move(current_);
+      current_ = Transaction();
+      *outcome = Outcome::kCommitted;
+      return "";
+    }
+
+    case Wal2JsonAction::kInsert:
+    case Wal2JsonAction::kUpdate:
+    case Wal2JsonAction::kDelete:
+      if (!in_txn_) return "change at " + FormatLsn(record.lsn) + " outside a transaction";
+      if (duplicate_ || !record.mapped_table || current_.overflowed) return "";
+      {
+        size_t bytes = ImageBytes(record.columns) + ImageBytes(record.identity);
+        if (current_.bytes + bytes > max_transaction_bytes_) {
+          // Keep counting nothing more: the transaction becomes a barrier.
+          current_.overflowed = true;
+          current_.changes.clear();
+          current_.changes.shrink_to_fit();
+          current_.bytes = 0;
+          return "";
+        }
+        current_.bytes += bytes;
+        current_.changes.push_back(RowChange{record.action, record.lsn,
+                                             std::move(record.columns),
+                                             std::move(record.identity)});
+      }
+      return "";
+
+    case Wal2JsonAction::kTruncate:
+      if (!in_txn_) return "truncate outside a transaction";
+      if (!duplicate_ && record.mapped_table) current_.truncated = true;
+      return "";
+
+    case Wal2JsonAction::kMessage:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace walwatch
