@@ -419,8 +419,9 @@ void ReplicationStream::Run(EventLog* log) {
   while (!m.stop.load()) {
     if (!m.repl) {
       ++attempt;
-      auto base = std::min(m.opt.backoff_max,
-                           m.opt.backoff_initial * (1LL << std::min(attempt - 1, 16)));
+      std::chrono::milliseconds base = std::min<std::chrono::milliseconds>(
+          m.opt.backoff_max,
+          m.opt.backoff_initial * (int64_t{1} << std::min(attempt - 1, 16)));
       std::uniform_real_distribution<double> jitter(0.8, 1.2);
       auto delay = std::chrono::milliseconds(
           static_cast<int64_t>(base.count() * jitter(rng)));

@@ -217,7 +217,6 @@ std::string Wal2JsonDecoder::Decode(std::string_view message,
     }
     // Anything else ("prefix", "content", "pk", ...) is skipped.
   }
-  if (!doc.at_end()) return "trailing content after the JSON object";
   if (!have_action) return "no \"action\"";
   switch (out->action) {
     case Wal2JsonAction::kBegin:
