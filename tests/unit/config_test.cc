@@ -1,0 +1,543 @@
+#include "watchserver/config.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace walwatch {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs ParseConfig on `args` (program name added) and `env` ("NAME=value").
+struct Parsed {
+  std::string error;
+  Config config;
+};
+
+Parsed Parse(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), "walwatch");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  std::vector<const char*> envp;
+  for (const std::string& e : env) envp.push_back(e.c_str());
+  envp.push_back(nullptr);
+  Parsed p;
+  p.error = ParseConfig(static_cast<int>(args.size()), argv.data(), envp.data(),
+                        &p.config);
+  return p;
+}
+
+// The error for `args`, which must be one line.
+std::string ErrorFor(std::vector<std::string> args,
+                     std::vector<std::string> env = {}) {
+  Parsed p = Parse(std::move(args), std::move(env));
+  EXPECT_EQ(p.error.find('\n'), std::string::npos) << p.error;
+  return p.error;
+}
+
+TEST(Config, Defaults) {
+  Parsed p = Parse({});
+  ASSERT_EQ(p.error, "");
+  const Config& c = p.config;
+  EXPECT_EQ(c.conninfo, "");
+  EXPECT_EQ(c.slot, "walwatch");
+  EXPECT_EQ(c.mapping_path, "");
+  EXPECT_EQ(c.status_interval, milliseconds(1000));
+  EXPECT_EQ(c.connect_timeout, milliseconds(10000));
+  EXPECT_EQ(c.socket_path, "/run/walwatch/walwatch.sock");
+  EXPECT_EQ(c.socket_mode, 0660u);
+  EXPECT_EQ(c.tcp_listen, "");
+  EXPECT_EQ(c.http_threads, 2);
+  EXPECT_EQ(c.too_large_rv_wait, milliseconds(3000));
+  EXPECT_EQ(c.max_log_bytes, size_t{256} * 1024 * 1024);
+  EXPECT_EQ(c.log_level, LogLevel::kInfo);
+  EXPECT_FALSE(c.help);
+}
+
+TEST(Config, DefaultsMatchStructInitializers) {
+  Config out;
+  out.slot = "changed";
+  ASSERT_EQ(ParseConfig(0, nullptr, nullptr, &out), "");
+  EXPECT_EQ(ConfigToJson(out), ConfigToJson(Config{}));
+}
+
+TEST(Config, DefaultJson) {
+  EXPECT_EQ(ConfigToJson(Config{}),
+            "{\"conninfo\":\"\",\"slot\":\"walwatch\",\"mapping\":\"\","
+            "\"status-interval\":\"1s\",\"connect-timeout\":\"10s\","
+            "\"socket\":\"/run/walwatch/walwatch.sock\","
+            "\"socket-mode\":\"0660\",\"tcp-listen\":\"\","
+            "\"http-threads\":2,\"too-large-rv-wait\":\"3s\","
+            "\"max-log-bytes\":\"256Mi\",\"log-level\":\"info\"}");
+}
+
+TEST(Config, BothFlagSyntaxes) {
+  Parsed spaced = Parse({"--slot", "a_1", "--max-log-bytes", "1Gi",
+                         "--log-level", "debug", "--http-threads", "8"});
+  Parsed joined = Parse({"--slot=a_1", "--max-log-bytes=1Gi",
+                         "--log-level=debug", "--http-threads=8"});
+  for (const Parsed* p : {&spaced, &joined}) {
+    ASSERT_EQ(p->error, "");
+    EXPECT_EQ(p->config.slot, "a_1");
+    EXPECT_EQ(p->config.max_log_bytes, size_t{1} << 30);
+    EXPECT_EQ(p->config.log_level, LogLevel::kDebug);
+    EXPECT_EQ(p->config.http_threads, 8);
+  }
+}
+
+TEST(Config, EqualsFormKeepsLaterEqualsSigns) {
+  Parsed p = Parse({"--conninfo=host=db port=5433"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.conninfo, "host=db port=5433");
+}
+
+TEST(Config, EmptyValueWithEqualsForm) {
+  Parsed p = Parse({"--tcp-listen="}, {"WALWATCH_TCP_LISTEN=127.0.0.1:8080"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.tcp_listen, "");
+}
+
+TEST(Config, LastFlagWins) {
+  Parsed p = Parse({"--slot=a", "--slot", "b"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "b");
+}
+
+TEST(Config, EnvSetsFlag) {
+  Parsed p = Parse(
+      {}, {"WALWATCH_MAX_LOG_BYTES=512Mi", "WALWATCH_SLOT=envslot",
+           "WALWATCH_TOO_LARGE_RV_WAIT=5s", "WALWATCH_CONNINFO=host=envhost"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.max_log_bytes, size_t{512} << 20);
+  EXPECT_EQ(p.config.slot, "envslot");
+  EXPECT_EQ(p.config.too_large_rv_wait, milliseconds(5000));
+  EXPECT_EQ(p.config.conninfo, "host=envhost");
+}
+
+TEST(Config, FlagWinsOverEnv) {
+  Parsed p = Parse({"--slot", "flagslot", "--max-log-bytes=2Mi"},
+                   {"WALWATCH_SLOT=envslot", "WALWATCH_MAX_LOG_BYTES=512Mi",
+                    "WALWATCH_LOG_LEVEL=warn"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "flagslot");
+  EXPECT_EQ(p.config.max_log_bytes, size_t{2} << 20);
+  EXPECT_EQ(p.config.log_level, LogLevel::kWarn);  // No flag: env applies.
+}
+
+TEST(Config, BadEnvIgnoredWhenFlagGiven) {
+  Parsed p = Parse({"--max-log-bytes=2Mi"}, {"WALWATCH_MAX_LOG_BYTES=lots"});
+  EXPECT_EQ(p.error, "");
+}
+
+TEST(Config, EmptyEnvCountsAsUnset) {
+  Parsed p = Parse({}, {"WALWATCH_SLOT=", "WALWATCH_STATUS_INTERVAL="});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "walwatch");
+}
+
+TEST(Config, UnknownWalwatchEnvIgnored) {
+  // Kubernetes injects these for a Service named walwatch.
+  Parsed p = Parse({}, {"WALWATCH_PORT=tcp://10.0.0.1:80",
+                        "WALWATCH_SERVICE_HOST=10.0.0.1", "WALWATCH_HELP=1"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_FALSE(p.config.help);
+}
+
+TEST(Config, FirstEnvEntryWins) {
+  Parsed p = Parse({}, {"WALWATCH_SLOT=first", "WALWATCH_SLOT=second"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "first");
+}
+
+TEST(Config, EnvNameMustMatchExactly) {
+  Parsed p =
+      Parse({}, {"WALWATCH_SLOTX=nope", "walwatch_slot=nope", "WALWATCH_SLOT"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "walwatch");
+}
+
+TEST(Config, BadEnvValueNamesVariableAndFlag) {
+  EXPECT_EQ(ErrorFor({}, {"WALWATCH_MAX_LOG_BYTES=lots"}),
+            "invalid value \"lots\" for WALWATCH_MAX_LOG_BYTES "
+            "(--max-log-bytes): expected a size such as 256Mi");
+}
+
+TEST(Config, Durations) {
+  const struct {
+    const char* text;
+    int64_t ms;
+  } kCases[] = {
+      {"500ms", 500},     {"30s", 30000},
+      {"10m", 600000},    {"1h", 3600000},
+      {"1h30m", 5400000}, {"45", 45000},
+      {"0", 0},           {"0s", 0},
+      {"1s500ms", 1500},  {"2h0m5s", 7205000},
+      {"007s", 7000},     {"1h1m1s1ms", 3661001},
+  };
+  for (const auto& c : kCases) {
+    Parsed p = Parse({"--too-large-rv-wait", c.text});
+    ASSERT_EQ(p.error, "") << c.text;
+    EXPECT_EQ(p.config.too_large_rv_wait, milliseconds(c.ms)) << c.text;
+  }
+}
+
+TEST(Config, BadDurations) {
+  for (const char* bad : {"", "abc", "10x", "1.5s", "-1s", "+1s", "1m1h",
+                          "1s1s", "1h30", "s", "ms", "1 s", " 1s", "1S", "1d",
+                          "99999999999999999999", "9999999999999999h", "1e3"}) {
+    EXPECT_EQ(ErrorFor({std::string("--too-large-rv-wait=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --too-large-rv-wait: expected a duration such as "
+                  "30s, 500ms or 1h30m")
+        << bad;
+  }
+}
+
+TEST(Config, StatusIntervalRange) {
+  EXPECT_EQ(Parse({"--status-interval=29s999ms"}).config.status_interval,
+            milliseconds(29999));
+  EXPECT_EQ(Parse({"--status-interval=1ms"}).config.status_interval,
+            milliseconds(1));
+  for (const char* bad : {"0", "0s", "30s", "1m"}) {
+    EXPECT_EQ(ErrorFor({"--status-interval", bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --status-interval: must be more than 0 and less "
+                  "than 30s");
+  }
+}
+
+TEST(Config, ConnectTimeoutAtLeastOneSecond) {
+  EXPECT_EQ(Parse({"--connect-timeout=1s"}).config.connect_timeout,
+            milliseconds(1000));
+  EXPECT_EQ(ErrorFor({"--connect-timeout=500ms"}),
+            "invalid value \"500ms\" for --connect-timeout: must be at least "
+            "1s");
+}
+
+TEST(Config, Sizes) {
+  const struct {
+    const char* text;
+    uint64_t bytes;
+  } kCases[] = {
+      {"256Mi", uint64_t{256} << 20},
+      {"1Gi", uint64_t{1} << 30},
+      {"2048Ki", uint64_t{2} << 20},
+      {"1Ti", uint64_t{1} << 40},
+      {"100M", 100000000},
+      {"1G", 1000000000},
+      {"2T", 2000000000000},
+      {"5000k", 5000000},
+      {"5000K", 5000000},
+      {"1048576", 1048576},
+  };
+  for (const auto& c : kCases) {
+    Parsed p = Parse({"--max-log-bytes", c.text});
+    ASSERT_EQ(p.error, "") << c.text;
+    EXPECT_EQ(p.config.max_log_bytes, c.bytes) << c.text;
+  }
+}
+
+TEST(Config, BadSizes) {
+  for (const char* bad :
+       {"", "lots", "256MB", "256mi", "1.5Gi", "Mi", "-1", "1 Mi", "1Mi ",
+        "1KiB", "99999999999999999999", "17179869184Gi"}) {
+    EXPECT_EQ(ErrorFor({std::string("--max-log-bytes=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --max-log-bytes: expected a size such as 256Mi")
+        << bad;
+  }
+}
+
+TEST(Config, MaxLogBytesMinimum) {
+  EXPECT_EQ(Parse({"--max-log-bytes=1Mi"}).config.max_log_bytes, 1u << 20);
+  EXPECT_EQ(ErrorFor({"--max-log-bytes", "512Ki"}),
+            "invalid value \"512Ki\" for --max-log-bytes: must be at least "
+            "1Mi");
+  EXPECT_EQ(ErrorFor({"--max-log-bytes", "1M"}),
+            "invalid value \"1M\" for --max-log-bytes: must be at least 1Mi");
+}
+
+TEST(Config, SizeAndDurationRoundTripThroughJson) {
+  Parsed p = Parse({"--max-log-bytes=1000000000", "--status-interval=1500ms",
+                    "--too-large-rv-wait=5400"});
+  ASSERT_EQ(p.error, "");
+  const std::string json = ConfigToJson(p.config);
+  EXPECT_NE(json.find("\"max-log-bytes\":\"1G\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"status-interval\":\"1s500ms\""), std::string::npos);
+  EXPECT_NE(json.find("\"too-large-rv-wait\":\"1h30m\""), std::string::npos);
+}
+
+TEST(Config, Slot) {
+  EXPECT_EQ(Parse({"--slot", std::string(63, 'a')}).error, "");
+  EXPECT_EQ(Parse({"--slot", "walwatch_2"}).error, "");
+  for (const std::string& bad :
+       {std::string(), std::string(64, 'a'), std::string("Walwatch"),
+        std::string("wal-watch"), std::string("wal watch")}) {
+    EXPECT_EQ(ErrorFor({"--slot=" + bad}),
+              "invalid value \"" + bad +
+                  "\" for --slot: expected 1 to 63 characters from a-z, 0-9 "
+                  "and _");
+  }
+}
+
+TEST(Config, SocketMode) {
+  EXPECT_EQ(Parse({"--socket-mode", "0600"}).config.socket_mode, 0600u);
+  EXPECT_EQ(Parse({"--socket-mode", "666"}).config.socket_mode, 0666u);
+  for (const char* bad : {"", "0680", "rw-rw----", "017777", "0x1b6"}) {
+    EXPECT_EQ(ErrorFor({std::string("--socket-mode=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --socket-mode: expected an octal file mode such as "
+                  "0660");
+  }
+}
+
+TEST(Config, SocketPathFitsSunPath) {
+  EXPECT_EQ(Parse({"--socket", "/tmp/" + std::string(102, 's')}).error, "");
+  const std::string too_long = "/tmp/" + std::string(103, 's');
+  EXPECT_EQ(ErrorFor({"--socket", too_long}),
+            "invalid value \"" + too_long +
+                "\" for --socket: expected a path of 1 to 107 bytes");
+}
+
+TEST(Config, TcpListenLoopbackOnly) {
+  Parsed v4 = Parse({"--tcp-listen", "127.0.0.1:8080"});
+  ASSERT_EQ(v4.error, "");
+  EXPECT_EQ(v4.config.tcp_listen, "127.0.0.1:8080");
+  EXPECT_EQ(v4.config.tcp_listen_address, "127.0.0.1");
+  EXPECT_EQ(v4.config.tcp_listen_port, 8080);
+  Parsed v6 = Parse({"--tcp-listen=[::1]:65535"});
+  ASSERT_EQ(v6.error, "");
+  EXPECT_EQ(v6.config.tcp_listen_address, "::1");
+  EXPECT_EQ(v6.config.tcp_listen_port, 65535);
+  EXPECT_EQ(Parse({"--tcp-listen=127.1.2.3:1"}).error, "");
+  for (const char* bad :
+       {"0.0.0.0:8080", "10.0.0.1:8080", "localhost:8080", "127.0.0.1",
+        "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "[::]:8080", "::1:8080",
+        "127.0.0.1:80x", ":8080"}) {
+    EXPECT_EQ(ErrorFor({std::string("--tcp-listen=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --tcp-listen: expected a loopback address and port "
+                  "such as 127.0.0.1:8080");
+  }
+}
+
+TEST(Config, HttpThreadsRange) {
+  EXPECT_EQ(Parse({"--http-threads=1"}).config.http_threads, 1);
+  EXPECT_EQ(Parse({"--http-threads=64"}).config.http_threads, 64);
+  for (const char* bad : {"0", "65", "-1", "two", ""}) {
+    EXPECT_EQ(ErrorFor({std::string("--http-threads=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --http-threads: expected an integer from 1 to 64");
+  }
+}
+
+TEST(Config, LogLevel) {
+  EXPECT_EQ(Parse({"--log-level=error"}).config.log_level, LogLevel::kError);
+  EXPECT_EQ(ErrorFor({"--log-level=INFO"}),
+            "invalid value \"INFO\" for --log-level: expected one of debug, "
+            "info, warn, error");
+}
+
+TEST(Config, UnknownFlag) {
+  EXPECT_EQ(ErrorFor({"--nope"}), "unknown flag --nope (see --help)");
+  EXPECT_EQ(ErrorFor({"--nope=1"}), "unknown flag --nope (see --help)");
+  EXPECT_EQ(ErrorFor({"--slot=a", "--max-log-byte", "1Gi"}),
+            "unknown flag --max-log-byte (see --help)");
+  EXPECT_EQ(ErrorFor({"-slot"}), "unknown flag -slot (see --help)");
+  EXPECT_EQ(ErrorFor({"--bad\nname"}),
+            "unknown flag --\"bad\\nname\" (see --help)");
+}
+
+TEST(Config, PositionalArgumentRejected) {
+  EXPECT_EQ(ErrorFor({"serve"}),
+            "unexpected argument \"serve\": walwatch takes only flags (see "
+            "--help)");
+  EXPECT_EQ(ErrorFor({"--slot", "a", "b"}),
+            "unexpected argument \"b\": walwatch takes only flags (see "
+            "--help)");
+}
+
+TEST(Config, MissingValue) {
+  EXPECT_EQ(ErrorFor({"--slot"}), "flag --slot needs a value");
+  EXPECT_EQ(ErrorFor({"--conninfo", "--slot=a"}),
+            "flag --conninfo needs a value");
+}
+
+TEST(Config, ErrorValueIsEscapedToOneLine) {
+  EXPECT_EQ(ErrorFor({"--http-threads", "1\n2"}),
+            "invalid value \"1\\n2\" for --http-threads: expected an integer "
+            "from 1 to 64");
+}
+
+TEST(Config, HelpFlag) {
+  EXPECT_TRUE(Parse({"--help"}).config.help);
+  EXPECT_TRUE(Parse({"-h"}).config.help);
+  EXPECT_TRUE(Parse({"--help=true"}).config.help);
+  // --help stops parsing: whatever follows, and the environment, is unread.
+  Parsed p = Parse({"--help", "--nope", "--max-log-bytes=x"},
+                   {"WALWATCH_MAX_LOG_BYTES=x"});
+  EXPECT_EQ(p.error, "");
+  EXPECT_TRUE(p.config.help);
+  Parsed off = Parse({"--help=false", "--slot=a"});
+  EXPECT_EQ(off.error, "");
+  EXPECT_FALSE(off.config.help);
+  EXPECT_EQ(off.config.slot, "a");
+  EXPECT_EQ(ErrorFor({"--help=maybe"}),
+            "invalid value \"maybe\" for --help: expected true or false");
+  // A boolean takes its value only after '='.
+  EXPECT_EQ(ErrorFor({"--help=false", "false"}),
+            "unexpected argument \"false\": walwatch takes only flags (see "
+            "--help)");
+}
+
+TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
+  const std::string help = HelpText();
+  const struct {
+    const char* flag;
+    const char* env;
+    const char* default_text;
+  } kFlags[] = {
+      {"--conninfo", "WALWATCH_CONNINFO", "empty"},
+      {"--slot", "WALWATCH_SLOT", "walwatch"},
+      {"--mapping", "WALWATCH_MAPPING",
+       "built-in Clusterpedia resources mapping"},
+      {"--status-interval", "WALWATCH_STATUS_INTERVAL", "1s"},
+      {"--connect-timeout", "WALWATCH_CONNECT_TIMEOUT", "10s"},
+      {"--socket", "WALWATCH_SOCKET", "/run/walwatch/walwatch.sock"},
+      {"--socket-mode", "WALWATCH_SOCKET_MODE", "0660"},
+      {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
+      {"--http-threads", "WALWATCH_HTTP_THREADS", "2"},
+      {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
+      {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
+      {"--log-level", "WALWATCH_LOG_LEVEL", "info"},
+  };
+  for (const auto& f : kFlags) {
+    const size_t at = help.find(std::string("  ") + f.flag + " ");
+    ASSERT_NE(at, std::string::npos) << f.flag;
+    // The entry's "Default: ... Env: ..." line belongs to this flag.
+    const size_t default_at = help.find("Default: ", at);
+    ASSERT_NE(default_at, std::string::npos) << f.flag;
+    const size_t line_end = help.find('\n', default_at);
+    const std::string line = help.substr(default_at, line_end - default_at);
+    EXPECT_EQ(line.rfind(std::string("Default: ") + f.default_text, 0), 0u)
+        << line;
+    EXPECT_NE(line.find(std::string("Env: ") + f.env + "."), std::string::npos)
+        << line;
+    // Every flag named in the table is accepted by the parser.
+    EXPECT_EQ(ErrorFor({std::string(f.flag)}).find("unknown flag"),
+              std::string::npos)
+        << f.flag;
+  }
+  EXPECT_NE(help.find("--help"), std::string::npos);
+}
+
+TEST(Config, HelpGroupsFlagsUnderHeadings) {
+  const std::string help = HelpText();
+  const size_t pg = help.find("\nPostgreSQL:\n");
+  const size_t serving = help.find("\nServing:\n");
+  const size_t event_log = help.find("\nEvent log:\n");
+  const size_t logging = help.find("\nLogging:\n");
+  ASSERT_NE(pg, std::string::npos);
+  ASSERT_NE(serving, std::string::npos);
+  ASSERT_NE(event_log, std::string::npos);
+  ASSERT_NE(logging, std::string::npos);
+  EXPECT_LT(pg, help.find("--conninfo"));
+  EXPECT_LT(help.find("--connect-timeout"), serving);
+  EXPECT_LT(serving, help.find("--socket "));
+  EXPECT_LT(help.find("--too-large-rv-wait"), event_log);
+  EXPECT_LT(event_log, help.find("--max-log-bytes"));
+  EXPECT_LT(logging, help.find("--log-level"));
+}
+
+TEST(Config, RedactsKeywordPassword) {
+  EXPECT_EQ(RedactConninfo("host=db user=u password=secret dbname=x"),
+            "host=db user=u password=******** dbname=x");
+  EXPECT_EQ(RedactConninfo("password=secret"), "password=********");
+  EXPECT_EQ(RedactConninfo("host=db password = secret port=5432"),
+            "host=db password = ******** port=5432");
+  EXPECT_EQ(RedactConninfo("host=db password='se cret' port=5432"),
+            "host=db password=******** port=5432");
+  EXPECT_EQ(RedactConninfo("password='it\\'s secret' host=db"),
+            "password=******** host=db");
+  EXPECT_EQ(RedactConninfo("password=sec\\ ret host=db"),
+            "password=******** host=db");
+  EXPECT_EQ(RedactConninfo("sslpassword=keypass host=db"),
+            "sslpassword=******** host=db");
+  EXPECT_EQ(RedactConninfo("\tpassword=a\npassword=b"),
+            "\tpassword=********\npassword=********");
+  // Only the password key: another value mentioning it stays.
+  EXPECT_EQ(RedactConninfo("application_name='password=x' host=db"),
+            "application_name='password=x' host=db");
+  // libpq skips blanks after '=', so here the password is "port=1".
+  EXPECT_EQ(RedactConninfo("host=db password= port=1"),
+            "host=db password= ********");
+  EXPECT_EQ(RedactConninfo("host=db password="), "host=db password=");
+  EXPECT_EQ(RedactConninfo("host=db port=5432"), "host=db port=5432");
+  EXPECT_EQ(RedactConninfo(""), "");
+}
+
+TEST(Config, UnparsableKeywordConninfoRedactedWhole) {
+  EXPECT_EQ(RedactConninfo("host=db password='unterminated"), "********");
+  EXPECT_EQ(RedactConninfo("host=db secret"), "********");
+}
+
+TEST(Config, RedactsUriPassword) {
+  EXPECT_EQ(
+      RedactConninfo("postgresql://user:secret@db:5432/x?sslmode=require"),
+      "postgresql://user:********@db:5432/x?sslmode=require");
+  EXPECT_EQ(RedactConninfo("postgres://user:secret@db/x"),
+            "postgres://user:********@db/x");
+  EXPECT_EQ(RedactConninfo("postgresql://:secret@db"),
+            "postgresql://:********@db");
+  EXPECT_EQ(RedactConninfo("postgresql://user:s%40cret@[::1]:5432,h2/x"),
+            "postgresql://user:********@[::1]:5432,h2/x");
+  EXPECT_EQ(RedactConninfo("postgresql://db/x?sslmode=require&password=secret"
+                           "&application_name=w"),
+            "postgresql://db/x?sslmode=require&password=********"
+            "&application_name=w");
+  EXPECT_EQ(RedactConninfo("postgresql://db?pass%77ord=secret"),
+            "postgresql://db?pass%77ord=********");
+  EXPECT_EQ(RedactConninfo("postgresql://db?sslpassword=secret"),
+            "postgresql://db?sslpassword=********");
+  EXPECT_EQ(RedactConninfo("postgresql://user@db:5432/x"),
+            "postgresql://user@db:5432/x");
+  EXPECT_EQ(RedactConninfo("postgresql://db:5432/x"), "postgresql://db:5432/x");
+}
+
+TEST(Config, UriPasswordWithRawSpecialCharactersDoesNotLeak) {
+  // libpq wants these percent-encoded; typed raw, none of it may show.
+  for (const char* conninfo :
+       {"postgresql://u:p@ss@db/x", "postgresql://u:pa/ss@db/x",
+        "postgresql://u:pa?ss@db/x"}) {
+    const std::string redacted = RedactConninfo(conninfo);
+    EXPECT_EQ(redacted.find("ss"), std::string::npos) << redacted;
+    EXPECT_NE(redacted.find("********"), std::string::npos) << redacted;
+  }
+}
+
+TEST(Config, JsonRedactsConninfo) {
+  for (const char* conninfo :
+       {"host=db password=hunter2", "postgresql://u:hunter2@db/x"}) {
+    Parsed p = Parse({"--conninfo", conninfo});
+    ASSERT_EQ(p.error, "");
+    EXPECT_EQ(p.config.conninfo, conninfo);  // Only the display is redacted.
+    const std::string json = ConfigToJson(p.config);
+    EXPECT_EQ(json.find("hunter2"), std::string::npos) << json;
+    EXPECT_NE(json.find("********"), std::string::npos) << json;
+  }
+}
+
+TEST(Config, JsonEscapesValues) {
+  Parsed p = Parse({"--mapping", "/etc/a \"b\"\\c.json"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_NE(
+      ConfigToJson(p.config).find("\"mapping\":\"/etc/a \\\"b\\\"\\\\c.json\""),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace walwatch

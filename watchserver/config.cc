@@ -1,0 +1,755 @@
+#include "watchserver/config.h"
+
+#include <arpa/inet.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace walwatch {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr uint64_t kKi = uint64_t{1} << 10;
+constexpr uint64_t kMi = uint64_t{1} << 20;
+constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+constexpr char kRedacted[] = "********";
+
+// ---------------------------------------------------------------------------
+// Value syntaxes. Each Parse* returns false for text it does not accept.
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// A run of decimal digits at the front of *text, consumed. False if there is
+// none or it does not fit in uint64_t.
+bool ConsumeUnsigned(std::string_view* text, uint64_t* value) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < text->size() && IsDigit((*text)[i])) {
+    if (__builtin_mul_overflow(v, 10, &v) ||
+        __builtin_add_overflow(v, static_cast<uint64_t>((*text)[i] - '0'),
+                               &v)) {
+      return false;
+    }
+    ++i;
+  }
+  if (i == 0) return false;
+  text->remove_prefix(i);
+  *value = v;
+  return true;
+}
+
+bool ParseUnsigned(std::string_view text, uint64_t* value) {
+  return ConsumeUnsigned(&text, value) && text.empty();
+}
+
+bool ParseBool(std::string_view text, bool* value) {
+  if (text == "true" || text == "1") {
+    *value = true;
+    return true;
+  }
+  if (text == "false" || text == "0") {
+    *value = false;
+    return true;
+  }
+  return false;
+}
+
+// "500ms", "30s", "10m", "1h", "1h30m"; a bare integer is seconds.
+bool ParseDuration(std::string_view text, milliseconds* value) {
+  struct Unit {
+    std::string_view suffix;
+    int64_t ms;
+  };
+  static constexpr Unit kUnits[] = {
+      {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+  constexpr uint64_t kMaxMs = uint64_t{INT64_MAX};
+
+  uint64_t n = 0;
+  if (ParseUnsigned(text, &n)) {
+    if (n > kMaxMs / 1000) return false;
+    *value = milliseconds(static_cast<int64_t>(n * 1000));
+    return true;
+  }
+  if (text.empty()) return false;
+  uint64_t total = 0;
+  size_t next_unit = 0;  // Units must come largest first, each at most once.
+  while (!text.empty()) {
+    if (!ConsumeUnsigned(&text, &n)) return false;
+    size_t len = 0;
+    while (len < text.size() && !IsDigit(text[len])) ++len;
+    const std::string_view suffix = text.substr(0, len);
+    text.remove_prefix(len);
+    size_t u = next_unit;
+    while (u < std::size(kUnits) && kUnits[u].suffix != suffix) ++u;
+    if (u == std::size(kUnits)) return false;
+    next_unit = u + 1;
+    uint64_t part;
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(kUnits[u].ms), &part) ||
+        __builtin_add_overflow(total, part, &total) || total > kMaxMs) {
+      return false;
+    }
+  }
+  *value = milliseconds(static_cast<int64_t>(total));
+  return true;
+}
+
+std::string FormatDuration(milliseconds d) {
+  int64_t ms = d.count();
+  if (ms == 0) return "0s";
+  std::string out;
+  const std::pair<const char*, int64_t> kUnits[] = {
+      {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+  for (const auto& [suffix, unit] : kUnits) {
+    if (ms >= unit) {
+      out += std::to_string(ms / unit);
+      out += suffix;
+      ms %= unit;
+    }
+  }
+  return out;
+}
+
+struct SizeUnit {
+  std::string_view suffix;
+  uint64_t bytes;
+};
+// Binary units first: FormatSize prefers them.
+constexpr SizeUnit kSizeUnits[] = {
+    {"Ti", kKi* kKi* kKi* kKi},
+    {"Gi", kKi* kKi* kKi},
+    {"Mi", kKi* kKi},
+    {"Ki", kKi},
+    {"T", 1000000000000},
+    {"G", 1000000000},
+    {"M", 1000000},
+    {"k", 1000},
+    {"K", 1000},
+};
+
+// "256Mi", "1Gi", "512Ki", "100M", "1G", or plain bytes.
+bool ParseSize(std::string_view text, uint64_t* value) {
+  uint64_t n;
+  if (!ConsumeUnsigned(&text, &n)) return false;
+  if (text.empty()) {
+    *value = n;
+    return true;
+  }
+  for (const SizeUnit& unit : kSizeUnits) {
+    if (text == unit.suffix) {
+      return !__builtin_mul_overflow(n, unit.bytes, value);
+    }
+  }
+  return false;
+}
+
+std::string FormatSize(uint64_t bytes) {
+  if (bytes != 0) {
+    for (const SizeUnit& unit : kSizeUnits) {
+      if (bytes % unit.bytes == 0) {
+        return std::to_string(bytes / unit.bytes) + std::string(unit.suffix);
+      }
+    }
+  }
+  return std::to_string(bytes);
+}
+
+// "0660" or "660".
+bool ParseFileMode(std::string_view text, mode_t* value) {
+  if (text.empty() || text.size() > 5) return false;
+  unsigned v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return false;
+    v = v * 8 + static_cast<unsigned>(c - '0');
+  }
+  if (v > 07777) return false;
+  *value = static_cast<mode_t>(v);
+  return true;
+}
+
+std::string FormatFileMode(mode_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%04o", static_cast<unsigned>(mode));
+  return buf;
+}
+
+bool IsValidSlotName(std::string_view text) {
+  if (text.empty() || text.size() > 63) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || IsDigit(c) || c == '_';
+  });
+}
+
+// "127.0.0.1:8080" (any 127.0.0.0/8 address) or "[::1]:8080". The TCP
+// listener serves the same unauthenticated API as the socket, so it must not
+// be reachable from outside the host.
+bool ParseLoopbackListen(std::string_view text, std::string* address,
+                         uint16_t* port) {
+  std::string_view host;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find("]:");
+    if (close == std::string_view::npos) return false;
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+    if (host != "::1") return false;
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    in_addr addr{};
+    const std::string host_string(host);
+    if (inet_pton(AF_INET, host_string.c_str(), &addr) != 1) return false;
+    if ((ntohl(addr.s_addr) >> 24) != 127) return false;
+  }
+  uint64_t p;
+  if (!ParseUnsigned(port_text, &p) || p < 1 || p > 65535) return false;
+  *address = std::string(host);
+  *port = static_cast<uint16_t>(p);
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The flags, as data. Adding a flag is adding one entry to kFlags.
+
+enum class Group { kGeneral, kPostgreSql, kServing, kEventLog, kLogging };
+
+constexpr std::pair<Group, const char*> kGroupHeadings[] = {
+    {Group::kPostgreSql, "PostgreSQL"},
+    {Group::kServing, "Serving"},
+    {Group::kEventLog, "Event log"},
+    {Group::kLogging, "Logging"},
+};
+
+struct Flag {
+  const char* name;  // Without the leading "--".
+  Group group;
+  const char* metavar;  // Shown after the flag in --help; null: boolean.
+  const char* usage;    // One or more sentences for --help.
+  // Replaces the shown default when the default value alone says too little.
+  const char* default_text;
+  // Stores `text` into *config. Returns "" or why `text` is not accepted,
+  // for example "expected a size such as 256Mi".
+  std::string (*parse)(std::string_view text, Config* config);
+  // The value for display in --help and ConfigToJson; secrets redacted.
+  std::string (*display)(const Config& config);
+  bool json_number;  // ConfigToJson writes the value bare, not as a string.
+  bool is_setting;   // Has an environment variable and is in ConfigToJson.
+};
+
+constexpr char kExpectDuration[] =
+    "expected a duration such as 30s, 500ms or 1h30m";
+
+const Flag kFlags[] = {
+    {"help", Group::kGeneral, nullptr, "Print this help and exit (also -h).",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseBool(t, &c->help) ? "" : "expected true or false";
+     },
+     [](const Config& c) -> std::string { return c.help ? "true" : "false"; },
+     false, false},
+
+    // PostgreSQL.
+    {"conninfo", Group::kPostgreSql, "CONNINFO",
+     "libpq connection string, key=value or a postgresql:// URI. Empty means "
+     "the PG* environment variables, as in psql.",
+     "empty (PG* environment variables)",
+     [](std::string_view t, Config* c) -> std::string {
+       c->conninfo = t;
+       return "";
+     },
+     [](const Config& c) { return RedactConninfo(c.conninfo); }, false, true},
+    {"slot", Group::kPostgreSql, "NAME",
+     "Logical replication slot to stream from: 1 to 63 characters from a-z, "
+     "0-9 and _.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (!IsValidSlotName(t)) {
+         return "expected 1 to 63 characters from a-z, 0-9 and _";
+       }
+       c->slot = t;
+       return "";
+     },
+     [](const Config& c) { return c.slot; }, false, true},
+    {"mapping", Group::kPostgreSql, "PATH",
+     "Table-mapping JSON file: which tables become which Kubernetes resources.",
+     "built-in Clusterpedia resources mapping",
+     [](std::string_view t, Config* c) -> std::string {
+       c->mapping_path = t;
+       return "";
+     },
+     [](const Config& c) { return c.mapping_path; }, false, true},
+    {"status-interval", Group::kPostgreSql, "DURATION",
+     "How often standby status updates are sent to PostgreSQL; more than 0 "
+     "and less than 30s.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d <= milliseconds(0) || d >= std::chrono::seconds(30)) {
+         return "must be more than 0 and less than 30s";
+       }
+       c->status_interval = d;
+       return "";
+     },
+     [](const Config& c) { return FormatDuration(c.status_interval); }, false,
+     true},
+    {"connect-timeout", Group::kPostgreSql, "DURATION",
+     "Time allowed to connect to PostgreSQL; at least 1s.", nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d < std::chrono::seconds(1)) return "must be at least 1s";
+       c->connect_timeout = d;
+       return "";
+     },
+     [](const Config& c) { return FormatDuration(c.connect_timeout); }, false,
+     true},
+
+    // Serving.
+    {"socket", Group::kServing, "PATH",
+     "Unix socket the watch API is served on.", nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (t.empty() || t.size() > kMaxSocketPath) {
+         return "expected a path of 1 to " + std::to_string(kMaxSocketPath) +
+                " bytes";
+       }
+       c->socket_path = t;
+       return "";
+     },
+     [](const Config& c) { return c.socket_path; }, false, true},
+    {"socket-mode", Group::kServing, "MODE",
+     "Permissions of the socket file, in octal.", nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseFileMode(t, &c->socket_mode)
+                  ? ""
+                  : "expected an octal file mode such as 0660";
+     },
+     [](const Config& c) { return FormatFileMode(c.socket_mode); }, false,
+     true},
+    {"tcp-listen", Group::kServing, "ADDR:PORT",
+     "Also serve the watch API on this loopback TCP address, for kubectl, "
+     "e.g. 127.0.0.1:8080 or [::1]:8080. Only loopback addresses are "
+     "accepted: the API has no authentication.",
+     "empty (no TCP listener)",
+     [](std::string_view t, Config* c) -> std::string {
+       if (t.empty()) {
+         c->tcp_listen.clear();
+         c->tcp_listen_address.clear();
+         c->tcp_listen_port = 0;
+         return "";
+       }
+       if (!ParseLoopbackListen(t, &c->tcp_listen_address,
+                                &c->tcp_listen_port)) {
+         return "expected a loopback address and port such as "
+                "127.0.0.1:8080";
+       }
+       c->tcp_listen = t;
+       return "";
+     },
+     [](const Config& c) { return c.tcp_listen; }, false, true},
+    {"http-threads", Group::kServing, "N", "Threads serving HTTP; 1 to 64.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseUnsigned(t, &n) || n < 1 || n > 64) {
+         return "expected an integer from 1 to 64";
+       }
+       c->http_threads = static_cast<int>(n);
+       return "";
+     },
+     [](const Config& c) { return std::to_string(c.http_threads); }, true,
+     true},
+    {"too-large-rv-wait", Group::kServing, "DURATION",
+     "How long a request whose resourceVersion is ahead of the stream waits "
+     "for the stream to catch up before it is answered \"too large\".",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseDuration(t, &c->too_large_rv_wait) ? "" : kExpectDuration;
+     },
+     [](const Config& c) { return FormatDuration(c.too_large_rv_wait); }, false,
+     true},
+
+    // Event log.
+    {"max-log-bytes", Group::kEventLog, "SIZE",
+     "Memory budget of the in-memory event log; at least 1Mi. A watch that "
+     "falls behind the oldest retained event ends with 410 Expired.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseSize(t, &n) || static_cast<size_t>(n) != n) {
+         return "expected a size such as 256Mi";
+       }
+       if (n < kMi) return "must be at least 1Mi";
+       c->max_log_bytes = static_cast<size_t>(n);
+       return "";
+     },
+     [](const Config& c) { return FormatSize(c.max_log_bytes); }, false, true},
+
+    // Logging.
+    {"log-level", Group::kLogging, "LEVEL",
+     "Least severe level logged: debug, info, warn or error.", nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseLogLevel(t, &c->log_level)
+                  ? ""
+                  : "expected one of debug, info, warn, error";
+     },
+     [](const Config& c) -> std::string {
+       switch (c.log_level) {
+         case LogLevel::kDebug:
+           return "debug";
+         case LogLevel::kInfo:
+           return "info";
+         case LogLevel::kWarn:
+           return "warn";
+         case LogLevel::kError:
+           return "error";
+       }
+       return "info";
+     },
+     false, true},
+};
+
+const Flag* FindFlag(std::string_view name) {
+  for (const Flag& f : kFlags) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+// "max-log-bytes" -> "WALWATCH_MAX_LOG_BYTES".
+std::string EnvName(const Flag& flag) {
+  std::string env = "WALWATCH_";
+  for (const char* p = flag.name; *p != '\0'; ++p) {
+    const char c = *p;
+    env += c == '-' ? '_' : (c >= 'a' && c <= 'z') ? c - 'a' + 'A' : c;
+  }
+  return env;
+}
+
+// The value of `name` in `envp`, or null. The first entry wins, as getenv.
+const char* LookupEnv(const char* const* envp, const std::string& name) {
+  if (envp == nullptr) return nullptr;
+  for (; *envp != nullptr; ++envp) {
+    const std::string_view entry = *envp;
+    if (entry.size() > name.size() && entry[name.size()] == '=' &&
+        entry.compare(0, name.size(), name) == 0) {
+      return *envp + name.size() + 1;
+    }
+  }
+  return nullptr;
+}
+
+// A value inside an error message: quoted and escaped, so the message stays
+// one line whatever the value holds.
+std::string Quote(std::string_view value) {
+  std::string out;
+  AppendJsonString(&out, value);
+  return out;
+}
+
+// A flag name inside an error message: as is when it is plain, else quoted.
+std::string FlagForMessage(std::string_view arg) {
+  const bool plain = std::all_of(arg.begin(), arg.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c) ||
+           c == '-' || c == '_';
+  });
+  return plain ? std::string(arg) : Quote(arg);
+}
+
+// ---------------------------------------------------------------------------
+// Conninfo redaction.
+
+bool IsConninfoSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+         c == '\v';
+}
+
+bool IsSecretKey(std::string_view key) {
+  return key == "password" || key == "sslpassword";
+}
+
+using Span = std::pair<size_t, size_t>;  // [begin, end) of a secret.
+
+// key=value form, tokenized as libpq's conninfo_parse does: whitespace
+// separates pairs, spaces may surround '=', a value is either unquoted (ends
+// at whitespace) or in single quotes, and a backslash escapes the next
+// character in both. False if the string does not parse.
+bool FindKeywordSecrets(std::string_view s, std::vector<Span>* secrets) {
+  size_t i = 0;
+  while (true) {
+    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
+    if (i == s.size()) return true;
+    const size_t key_begin = i;
+    while (i < s.size() && s[i] != '=' && !IsConninfoSpace(s[i])) ++i;
+    const std::string_view key = s.substr(key_begin, i - key_begin);
+    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
+    if (i == s.size() || s[i] != '=') return false;
+    ++i;
+    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
+    const size_t value_begin = i;
+    if (i < s.size() && s[i] == '\'') {
+      ++i;
+      while (true) {
+        if (i == s.size()) return false;  // Unterminated quote.
+        if (s[i] == '\\') {
+          i += i + 1 < s.size() ? 2 : 1;
+        } else if (s[i] == '\'') {
+          ++i;
+          break;
+        } else {
+          ++i;
+        }
+      }
+    } else {
+      while (i < s.size() && !IsConninfoSpace(s[i])) {
+        i += s[i] == '\\' && i + 1 < s.size() ? 2 : 1;
+      }
+    }
+    if (IsSecretKey(key) && i > value_begin) {
+      secrets->emplace_back(value_begin, i);
+    }
+  }
+}
+
+std::string PercentDecode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (IsDigit(c)) return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 &&
+        hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// URI form: postgresql://[user[:password]@][hosts][/dbname][?key=value&...].
+// Two independent passes, erring toward redacting too much: a password typed
+// with a raw '@', '/' or '?' (libpq wants them percent-encoded) must not leak.
+//  1. The userinfo ends at the last '@' in the string; after its first ':'
+//     is the password.
+//  2. password= and sslpassword= parameters after the first '?'.
+void FindUriSecrets(std::string_view s, size_t prefix_len,
+                    std::vector<Span>* secrets) {
+  const size_t at = s.rfind('@');
+  if (at != std::string_view::npos && at >= prefix_len) {
+    const size_t colon = s.find(':', prefix_len);
+    if (colon < at && colon + 1 < at) secrets->emplace_back(colon + 1, at);
+  }
+  size_t q = s.find('?', prefix_len);
+  if (q == std::string_view::npos) return;
+  size_t i = q + 1;
+  while (i <= s.size()) {
+    size_t end = s.find('&', i);
+    if (end == std::string_view::npos) end = s.size();
+    const std::string_view param = s.substr(i, end - i);
+    const size_t eq = param.find('=');
+    if (eq != std::string_view::npos &&
+        IsSecretKey(PercentDecode(param.substr(0, eq))) &&
+        eq + 1 < param.size()) {
+      secrets->emplace_back(i + eq + 1, end);
+    }
+    i = end + 1;
+  }
+}
+
+}  // namespace
+
+std::string RedactConninfo(const std::string& conninfo) {
+  std::vector<Span> secrets;
+  size_t prefix_len = 0;
+  for (std::string_view prefix : {"postgresql://", "postgres://"}) {
+    if (conninfo.compare(0, prefix.size(), prefix) == 0) {
+      prefix_len = prefix.size();
+    }
+  }
+  if (prefix_len > 0) {
+    FindUriSecrets(conninfo, prefix_len, &secrets);
+  } else if (!FindKeywordSecrets(conninfo, &secrets)) {
+    return kRedacted;  // Unparsable: cannot tell where a password ends.
+  }
+  std::sort(secrets.begin(), secrets.end());
+  std::string out;
+  size_t copied = 0;
+  for (const auto& [begin, end] : secrets) {
+    if (end <= copied) continue;  // Inside a span already replaced.
+    if (begin >= copied) {
+      out.append(conninfo, copied, begin - copied);
+      out += kRedacted;
+    }
+    copied = end;
+  }
+  out.append(conninfo, copied, std::string::npos);
+  return out;
+}
+
+std::string ParseConfig(int argc, const char* const* argv,
+                        const char* const* envp, Config* out) {
+  *out = Config{};
+  std::vector<bool> set_by_flag(std::size(kFlags), false);
+
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h") arg = "--help";
+    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) {
+      if (arg.size() >= 2 && arg[0] == '-') {
+        return "unknown flag " + FlagForMessage(arg) + " (see --help)";
+      }
+      return "unexpected argument " + Quote(arg) +
+             ": walwatch takes only flags (see --help)";
+    }
+    const std::string_view body = arg.substr(2);
+    const size_t eq = body.find('=');
+    const std::string_view name = body.substr(0, eq);
+    const Flag* flag = FindFlag(name);
+    if (flag == nullptr) {
+      return "unknown flag --" + FlagForMessage(name) + " (see --help)";
+    }
+    std::string_view value;
+    if (eq != std::string_view::npos) {
+      value = body.substr(eq + 1);
+    } else if (flag->metavar == nullptr) {
+      value = "true";
+    } else if (i + 1 < argc &&
+               std::string_view(argv[i + 1]).compare(0, 2, "--") != 0) {
+      value = argv[++i];
+    } else {
+      return std::string("flag --") + flag->name + " needs a value";
+    }
+    if (std::string why = flag->parse(value, out); !why.empty()) {
+      return "invalid value " + Quote(value) + " for --" + flag->name + ": " +
+             why;
+    }
+    set_by_flag[static_cast<size_t>(flag - kFlags)] = true;
+    if (out->help) return "";
+  }
+
+  for (size_t f = 0; f < std::size(kFlags); ++f) {
+    const Flag& flag = kFlags[f];
+    if (!flag.is_setting || set_by_flag[f]) continue;
+    const std::string env = EnvName(flag);
+    const char* value = LookupEnv(envp, env);
+    if (value == nullptr || *value == '\0') continue;
+    if (std::string why = flag.parse(value, out); !why.empty()) {
+      return "invalid value " + Quote(value) + " for " + env + " (--" +
+             flag.name + "): " + why;
+    }
+  }
+  return "";
+}
+
+namespace {
+
+// Appends `text` word-wrapped to `width` columns, each line indented.
+void AppendWrapped(std::string* out, std::string_view text, size_t indent,
+                   size_t width) {
+  size_t column = 0;
+  while (!text.empty()) {
+    const size_t space = text.find(' ');
+    const std::string_view word = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view()
+                                           : text.substr(space + 1);
+    if (word.empty()) continue;
+    if (column > 0 && column + 1 + word.size() > width) {
+      out->push_back('\n');
+      column = 0;
+    }
+    if (column == 0) {
+      out->append(indent, ' ');
+      column = indent;
+    } else {
+      out->push_back(' ');
+      ++column;
+    }
+    out->append(word);
+    column += word.size();
+  }
+  out->push_back('\n');
+}
+
+void AppendFlagHelp(std::string* out, const Flag& flag) {
+  *out += "  --";
+  *out += flag.name;
+  if (flag.metavar != nullptr) {
+    *out += ' ';
+    *out += flag.metavar;
+  }
+  *out += '\n';
+  constexpr size_t kIndent = 6, kWidth = 79;
+  AppendWrapped(out, flag.usage, kIndent, kWidth);
+  if (!flag.is_setting) return;
+  std::string tail = "Default: ";
+  if (flag.default_text != nullptr) {
+    tail += flag.default_text;
+  } else {
+    const std::string value = flag.display(Config{});
+    tail += value.empty() ? "empty" : value;
+  }
+  tail += ". Env: " + EnvName(flag) + ".";
+  // Not wrapped: one line states both, so grep finds them together.
+  out->append(kIndent, ' ');
+  *out += tail;
+  *out += '\n';
+}
+
+}  // namespace
+
+std::string HelpText() {
+  std::string out =
+      "Usage: walwatch [flags]\n"
+      "\n"
+      "Streams changes from a PostgreSQL logical replication slot (wal2json)\n"
+      "and serves them as Kubernetes watch events.\n"
+      "\n"
+      "Flags are written --flag value or --flag=value. Every flag except\n"
+      "--help can also be set with the environment variable named with it;\n"
+      "the command line wins. Durations: 500ms, 30s, 10m, 1h30m, or a bare\n"
+      "number of seconds. Sizes: 256Mi, 1Gi, 512Ki, 100M, 1G, or bytes.\n"
+      "\n";
+  for (const Flag& flag : kFlags) {
+    if (flag.group == Group::kGeneral) AppendFlagHelp(&out, flag);
+  }
+  for (const auto& [group, heading] : kGroupHeadings) {
+    out += '\n';
+    out += heading;
+    out += ":\n";
+    for (const Flag& flag : kFlags) {
+      if (flag.group == group) AppendFlagHelp(&out, flag);
+    }
+  }
+  return out;
+}
+
+std::string ConfigToJson(const Config& config) {
+  std::string out = "{";
+  for (const Flag& flag : kFlags) {
+    if (!flag.is_setting) continue;
+    if (out.size() > 1) out += ',';
+    AppendJsonString(&out, flag.name);
+    out += ':';
+    const std::string value = flag.display(config);
+    if (flag.json_number) {
+      out += value;
+    } else {
+      AppendJsonString(&out, value);
+    }
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace walwatch

@@ -1,0 +1,104 @@
+// walwatch's configuration: command-line flags, each also settable through an
+// environment variable WALWATCH_<FLAG_IN_UPPER_SNAKE_CASE>.
+//
+// Contract:
+//  * A flag given on the command line wins over its environment variable; an
+//    environment variable wins over the built-in default. An environment
+//    variable set to the empty string counts as unset, and WALWATCH_* names
+//    that are not flags are ignored (Kubernetes injects WALWATCH_PORT and the
+//    like for a Service named walwatch).
+//  * Flags are written `--flag value` or `--flag=value`; a boolean flag is
+//    `--flag` or `--flag=true|false`.
+//  * Durations: `500ms`, `30s`, `10m`, `1h`, `1h30m` (units h, m, s, ms, each
+//    at most once, largest first), or a bare integer meaning seconds.
+//    Sizes: plain bytes, or a suffix Ki Mi Gi Ti (powers of 1024) or
+//    k K M G T (powers of 1000), e.g. `256Mi`, `100M`.
+//  * Errors are returned as one line of text naming the flag, for example
+//    `invalid value "x" for --max-log-bytes: expected a size such as 256Mi`.
+//
+// Thread safety: the functions are pure (they read only their arguments), so
+// any thread may call them. A Config is a plain value.
+#ifndef WALWATCH_WATCHSERVER_CONFIG_H_
+#define WALWATCH_WATCHSERVER_CONFIG_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "watchserver/logging.h"
+
+namespace walwatch {
+
+struct Config {
+  // PostgreSQL.
+  // libpq connection string, key=value or a postgresql:// URI. Empty means
+  // libpq's PG* environment variables, as in psql.
+  std::string conninfo;
+  // Logical replication slot; matches [a-z0-9_]{1,63}.
+  std::string slot = "walwatch";
+  // Table-mapping JSON file. Empty means the built-in Clusterpedia resources
+  // mapping.
+  std::string mapping_path;
+  // How often standby status updates are sent: in (0, 30s).
+  std::chrono::milliseconds status_interval{std::chrono::seconds(1)};
+  // Time allowed to connect to PostgreSQL: at least 1s. libpq's
+  // connect_timeout is whole seconds, so round up when passing it on.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+
+  // Serving.
+  // Unix socket path; at most 107 bytes (sizeof sockaddr_un::sun_path - 1).
+  std::string socket_path = "/run/walwatch/walwatch.sock";
+  // Permission bits given to the socket file, at most 07777.
+  mode_t socket_mode = 0660;
+  // Optional loopback TCP listener for kubectl, as given: "127.0.0.1:8080",
+  // "[::1]:8080". Empty means no TCP listener. When set, tcp_listen_address
+  // holds the numeric address without brackets ("127.0.0.1", "::1") and
+  // tcp_listen_port the port (1..65535).
+  std::string tcp_listen;
+  std::string tcp_listen_address;
+  uint16_t tcp_listen_port = 0;
+  // Threads running the HTTP io_context: 1..64.
+  int http_threads = 2;
+  // How long a watch or list with a resourceVersion ahead of the stream waits
+  // for the stream to catch up before it is answered "too large".
+  std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};
+
+  // Event log.
+  // Memory budget of the event log in bytes: at least 1Mi.
+  size_t max_log_bytes = size_t{256} << 20;
+
+  // Logging.
+  LogLevel log_level = LogLevel::kInfo;
+
+  // --help was given: the caller prints HelpText() and exits 0. When it is
+  // set the other fields may not have been read yet.
+  bool help = false;
+};
+
+// Reads the flags in argv[1..argc-1], then the WALWATCH_* variables in `envp`
+// (a null-terminated array of "NAME=value" strings, like `environ`; may be
+// null), over the defaults above. Returns "" on success, else a one-line
+// error and leaves *out unspecified. Stops at --help with out->help set.
+std::string ParseConfig(int argc, const char* const* argv,
+                        const char* const* envp, Config* out);
+
+// The --help text: usage, then every flag under its heading (PostgreSQL,
+// Serving, Event log, Logging) with its default and environment variable.
+std::string HelpText();
+
+// The effective configuration as one JSON object keyed by flag name, values
+// written as they would be on the command line, for the startup log. Any
+// password in the conninfo is replaced by "********".
+std::string ConfigToJson(const Config& config);
+
+// `conninfo` with the values of password and sslpassword replaced by
+// "********", in both the key=value and the URI form. A key=value string that
+// cannot be parsed is replaced as a whole.
+std::string RedactConninfo(const std::string& conninfo);
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_CONFIG_H_
