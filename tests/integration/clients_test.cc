@@ -1,0 +1,171 @@
+// Real clients read walwatch's watch streams: curl over the Unix socket, and
+// kubectl over loopback TCP (walwatch's --tcp-listen, or socat in front of
+// the socket). Each receives the same bytes as the test's own client.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/support/harness.h"
+
+namespace walwatch::itest {
+namespace {
+
+// A loopback port that was free a moment ago.
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool CanConnect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+::testing::AssertionResult WaitForPort(int port, Clock::time_point deadline) {
+  while (Clock::now() < deadline) {
+    if (CanConnect(port)) return ::testing::AssertionSuccess();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ::testing::AssertionFailure()
+         << "nothing listens on 127.0.0.1:" << port;
+}
+
+class ClientsTest : public WalwatchTest {
+ protected:
+  // Writes `names` as pods after a first row `before`, and returns, through
+  // the test's own client, the lines it received for them; *start_rv is the
+  // commit of `before`, which walwatch has processed when this returns.
+  void WriteBefore(const WalwatchProcess& ww, uint64_t* start_rv) {
+    ASSERT_TRUE(OpenWatch(reference_, ww, "/api/v1/pods"));
+    InsertRow(db(), Pod("c1", "default", "before"));
+    WatchEvent e;
+    ASSERT_TRUE(reference_.NextEvent(&e, In(kEventWait)));
+    ASSERT_EQ(e.name(), "before");
+    *start_rv = e.rv();
+  }
+  void WriteRows(std::vector<std::string>* reference_lines) {
+    for (std::string name : {"p1", "p2", "p3"}) {
+      InsertRow(db(), Pod("c1", "default", name));
+    }
+    std::vector<WatchEvent> got;
+    ASSERT_TRUE(ReadEvents(reference_, 3, &got, In(kEventWait)));
+    for (const auto& e : got) reference_lines->push_back(e.raw);
+  }
+  // Reads `n` lines of the client's stdout and compares them to `want`.
+  void ExpectLines(ChildProcess& client, const std::vector<std::string>& want) {
+    auto deadline = In(kEventWait);
+    for (size_t i = 0; i < want.size(); ++i) {
+      auto line = client.ReadStdoutLine(deadline);
+      ASSERT_TRUE(line.has_value())
+          << "client printed " << i << " of " << want.size()
+          << " lines; it is " << (client.Running() ? "running" : "gone")
+          << "; its stderr:\n" << client.StderrText();
+      EXPECT_EQ(*line, want[i]);
+      auto event = nlohmann::json::parse(*line, nullptr, false);
+      ASSERT_TRUE(event.is_object()) << *line;
+      EXPECT_EQ(event.value("type", ""), "ADDED");
+    }
+  }
+
+  std::string WriteKubeconfig(int port) {
+    std::string path = TempPath("kubeconfig");
+    std::ofstream out(path);
+    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
+           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
+           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
+           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
+           "- name: walwatch\n  user: {}\n";
+    return path;
+  }
+
+  // kubectl get --raw on a watch path through 127.0.0.1:port.
+  void ExpectKubectlReceives(const WalwatchProcess& ww, int port) {
+    uint64_t start_rv = 0;
+    ASSERT_NO_FATAL_FAILURE(WriteBefore(ww, &start_rv));
+    ChildProcess kubectl({{"kubectl", "--kubeconfig", WriteKubeconfig(port),
+                           "--request-timeout", "60s", "get", "--raw",
+                           "/api/v1/pods?watch=1&timeoutSeconds=60&resourceVersion=" +
+                               std::to_string(start_rv)},
+                          TempPath("kubectl.stderr"),
+                          true,
+                          {"HOME=" + TempPath(""), "KUBECONFIG="}});
+    std::vector<std::string> want;
+    ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
+    ExpectLines(kubectl, want);
+  }
+
+  WatchClient reference_;
+};
+
+TEST_F(ClientsTest, CurlOverUnixSocket) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  uint64_t start_rv = 0;
+  ASSERT_NO_FATAL_FAILURE(WriteBefore(*ww, &start_rv));
+  ChildProcess curl({{"curl", "-sSN", "--max-time", "60", "--unix-socket",
+                      ww->socket_path(),
+                      "http://localhost/api/v1/pods?watch=1&timeoutSeconds=60&"
+                      "resourceVersion=" +
+                          std::to_string(start_rv)},
+                     TempPath("curl.stderr"),
+                     true,
+                     {}});
+  std::vector<std::string> want;
+  ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
+  ExpectLines(curl, want);
+}
+
+TEST_F(ClientsTest, KubectlOverTcpListen) {
+  int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  auto options = DefaultOptions();
+  options.tcp_listen = "127.0.0.1:" + std::to_string(port);
+  auto* ww = StartWalwatch(options);
+  ASSERT_NE(ww, nullptr);
+  ASSERT_TRUE(WaitForPort(port, In(kEventWait)));
+  ExpectKubectlReceives(*ww, port);
+}
+
+TEST_F(ClientsTest, KubectlThroughSocat) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  ChildProcess socat({{"socat",
+                       "TCP-LISTEN:" + std::to_string(port) +
+                           ",bind=127.0.0.1,reuseaddr,fork",
+                       "UNIX-CONNECT:" + ww->socket_path()},
+                      TempPath("socat.stderr"),
+                      false,
+                      {}});
+  ASSERT_TRUE(WaitForPort(port, In(kEventWait))) << socat.StderrText();
+  ExpectKubectlReceives(*ww, port);
+}
+
+}  // namespace
+}  // namespace walwatch::itest

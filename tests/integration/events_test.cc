@@ -1,0 +1,315 @@
+// Row changes in `resources` become the watch events a client receives:
+// type, object bytes, resourceVersion, and what must produce no event.
+// Real PostgreSQL + wal2json + the walwatch binary, through its socket.
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/support/harness.h"
+
+namespace walwatch::itest {
+namespace {
+
+class EventsTest : public WalwatchTest {};
+
+// The line starts exactly like the apiserver's: {"type":"T","object":{
+::testing::AssertionResult WireStartsWith(const WatchEvent& e,
+                                          const std::string& type) {
+  std::string prefix = "{\"type\":\"" + type + "\",\"object\":{";
+  if (e.raw.rfind(prefix, 0) == 0 && e.raw.back() == '}') {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "event line does not start with " << prefix
+         << " (or end with '}'): " << e.raw.substr(0, 200);
+}
+
+std::string RandomHex(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  static const char kHex[] = "0123456789abcdef";
+  std::string s(n, '0');
+  for (auto& c : s) c = kHex[rng() % 16];
+  return s;
+}
+
+TEST_F(EventsTest, InsertUpdateDeleteGiveAddedModifiedDeleted) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+
+  Resource pod = Pod("c1", "default", "p1");
+  pod.member_rv = "4711";
+  uint64_t x_insert = InsertRow(db(), pod);
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  uint64_t c_insert = observer().CommitLsn(x_insert);
+  EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+  EXPECT_EQ(e.type, "ADDED");
+  EXPECT_EQ(e.rv(), c_insert) << "RV must be the commit LSN "
+                              << FormatLsn(c_insert) << " in decimal";
+  EXPECT_EQ(e.member_rv(), "4711");
+  EXPECT_EQ(e.object, pod.Expected(c_insert)) << e.raw;
+
+  Resource modified = pod;
+  modified.member_rv = "4712";
+  modified.spec["nodeName"] = "node-2";
+  uint64_t x_update = UpdateRow(db(), modified);
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  uint64_t c_update = observer().CommitLsn(x_update);
+  EXPECT_TRUE(WireStartsWith(e, "MODIFIED"));
+  EXPECT_EQ(e.rv(), c_update);
+  EXPECT_GT(c_update, c_insert);
+  EXPECT_EQ(e.object, modified.Expected(c_update)) << e.raw;
+
+  uint64_t x_delete = DeleteRow(db(), modified);
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  uint64_t c_delete = observer().CommitLsn(x_delete);
+  EXPECT_TRUE(WireStartsWith(e, "DELETED"));
+  EXPECT_EQ(e.rv(), c_delete);
+  // The last full object, not just the key.
+  EXPECT_EQ(e.object, modified.Expected(c_delete)) << e.raw;
+}
+
+TEST_F(EventsTest, NamedGroupResourceAndClusterScopedPaths) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww,
+                        "/clusters/c1/apis/apps/v1/namespaces/ns-a/deployments"));
+  Resource d = Deployment("c1", "ns-a", "d1");
+  d.member_rv = "99";
+  uint64_t x = InsertRow(db(), d);
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  uint64_t c = observer().CommitLsn(x);
+  EXPECT_EQ(e.type, "ADDED");
+  EXPECT_EQ(e.object, d.Expected(c)) << e.raw;
+  EXPECT_EQ(e.object.value("apiVersion", ""), "apps/v1");
+}
+
+TEST_F(EventsTest, UidChangeGivesDeletedOldThenAddedNew) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+
+  Resource old_pod = Pod("c1", "default", "p1");
+  old_pod.uid = "11111111-1111-1111-1111-111111111111";
+  InsertRow(db(), old_pod);
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  ASSERT_EQ(e.type, "ADDED");
+
+  // Collector coalescing: Deleted then Added becomes one UPDATE, new uid.
+  Resource new_pod = old_pod;
+  new_pod.uid = "22222222-2222-2222-2222-222222222222";
+  new_pod.member_rv = "500";
+  new_pod.spec["nodeName"] = "node-9";
+  uint64_t x = UpdateRow(db(), new_pod);
+  uint64_t c = observer().CommitLsn(x);
+  uint64_t c_prev = observer().PreviousCommitLsn(x);
+
+  WatchEvent deleted, added;
+  ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
+  ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
+  EXPECT_EQ(deleted.type, "DELETED");
+  EXPECT_EQ(added.type, "ADDED");
+  // Two events of one transaction: the first carries the previous commit,
+  // the last carries this transaction's commit.
+  EXPECT_EQ(deleted.rv(), c_prev);
+  EXPECT_EQ(added.rv(), c);
+  EXPECT_EQ(deleted.object, old_pod.Expected(c_prev)) << deleted.raw;
+  EXPECT_EQ(added.object, new_pod.Expected(c)) << added.raw;
+}
+
+TEST_F(EventsTest, EventRecordingUpdateGivesNoEvent) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+
+  Resource pod = Pod("c1", "default", "p1");
+  InsertRow(db(), pod);
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  ASSERT_EQ(e.name(), "p1");
+
+  uint64_t x_record = RecordKubeEvent(db(), pod, "Scheduled");
+  // The update really reached the stream as a change of this table.
+  ASSERT_EQ(observer().ChangeCount(x_record), 1u);
+
+  Resource marker = Pod("c1", "default", "marker");
+  uint64_t x_marker = InsertRow(db(), marker);
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.type, "ADDED") << e.raw;
+  EXPECT_EQ(e.name(), "marker")
+      << "the event-recording update produced an event: " << e.raw;
+  EXPECT_EQ(e.rv(), observer().CommitLsn(x_marker));
+}
+
+TEST_F(EventsTest, ToastOmittedObjectIsTakenFromTheOldRow) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+
+  // ~8 KB of random hex: stored out of line, so an UPDATE that leaves it
+  // alone omits it from wal2json's `columns`.
+  Resource big = Pod("c1", "default", "big");
+  big.spec["blob"] = RandomHex(8192, 7);
+  uint64_t x_insert = InsertRow(db(), big);
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.object, big.Expected(observer().CommitLsn(x_insert)));
+
+  // 1. Only an unmapped column changes: no event.
+  uint64_t x_rv = std::stoull(db().QueryValue(
+      "UPDATE resources SET resource_version = '101', synced_at = now() "
+      "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
+  ASSERT_EQ(observer().UpdateCarriesObject(x_rv), std::vector<bool>{false})
+      << "precondition: the object must be TOAST-omitted from the UPDATE";
+  Resource marker = Pod("c1", "default", "marker-1");
+  InsertRow(db(), marker);
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.name(), "marker-1")
+      << "an update of resource_version alone produced an event: "
+      << e.raw.substr(0, 300);
+
+  // 2. `kind` changes, the object does not: MODIFIED with the full object
+  // taken from the old tuple (schema/PROTOCOL.md, "Rows to events").
+  uint64_t x_kind = std::stoull(db().QueryValue(
+      "UPDATE resources SET kind = 'PodRenamed', synced_at = now() "
+      "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
+  ASSERT_EQ(observer().UpdateCarriesObject(x_kind), std::vector<bool>{false});
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  uint64_t c_kind = observer().CommitLsn(x_kind);
+  EXPECT_EQ(e.type, "MODIFIED") << e.raw.substr(0, 300);
+  EXPECT_EQ(e.rv(), c_kind);
+  EXPECT_EQ(e.object, big.Expected(c_kind)) << "object must be complete";
+
+  // 2b. The namespace column changes, the object does not: the row moved,
+  // so DELETED (old) then ADDED (new), both with the full object.
+  uint64_t x_ns = std::stoull(db().QueryValue(
+      "UPDATE resources SET namespace = 'moved', synced_at = now() "
+      "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
+  ASSERT_EQ(observer().UpdateCarriesObject(x_ns), std::vector<bool>{false});
+  {
+    WatchEvent deleted, added;
+    ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
+    ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
+    EXPECT_EQ(deleted.type, "DELETED") << deleted.raw.substr(0, 300);
+    EXPECT_EQ(added.type, "ADDED") << added.raw.substr(0, 300);
+    EXPECT_EQ(deleted.object,
+              big.Expected(observer().PreviousCommitLsn(x_ns)));
+    EXPECT_EQ(added.object, big.Expected(observer().CommitLsn(x_ns)));
+  }
+
+  // 3. The uid changes, the object does not: DELETED then ADDED, both full.
+  uint64_t x_uid = std::stoull(db().QueryValue(
+      "UPDATE resources SET uid = 'uid-renewed', synced_at = now() "
+      "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
+  ASSERT_EQ(observer().UpdateCarriesObject(x_uid), std::vector<bool>{false});
+  WatchEvent deleted, added;
+  ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
+  ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
+  EXPECT_EQ(deleted.type, "DELETED");
+  EXPECT_EQ(added.type, "ADDED");
+  EXPECT_EQ(deleted.object, big.Expected(observer().PreviousCommitLsn(x_uid)));
+  EXPECT_EQ(added.object, big.Expected(observer().CommitLsn(x_uid)));
+}
+
+TEST_F(EventsTest, WatchSeesOnlyItsResourceNamespaceAndCluster) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  struct Case {
+    std::string path;
+    std::vector<std::string> expected;  // names, in order, ending with a marker
+    WatchClient watch;
+  };
+  Case cases[] = {
+      {"/api/v1/pods",
+       {"p-c1-a", "p-c1-b", "p-c2-a", "end-pod-c1", "end-pod"}, {}},
+      {"/api/v1/namespaces/ns-a/pods", {"p-c1-a", "p-c2-a", "end-pod"}, {}},
+      {"/clusters/c2/api/v1/pods", {"p-c2-a", "end-pod"}, {}},
+      {"/clusters/c1/api/v1/namespaces/ns-b/pods", {"p-c1-b", "end-pod-c1"}, {}},
+      {"/apis/apps/v1/deployments", {"d-c1-a", "d-c2-b", "end-deploy"}, {}},
+      {"/clusters/c2/apis/apps/v1/namespaces/ns-b/deployments",
+       {"d-c2-b", "end-deploy"}, {}},
+  };
+  for (auto& c : cases) ASSERT_TRUE(OpenWatch(c.watch, *ww, c.path));
+
+  InsertRow(db(), Pod("c1", "ns-a", "p-c1-a"));
+  InsertRow(db(), Deployment("c1", "ns-a", "d-c1-a"));
+  InsertRow(db(), Pod("c1", "ns-b", "p-c1-b"));
+  InsertRow(db(), Pod("c2", "ns-a", "p-c2-a"));
+  InsertRow(db(), Deployment("c2", "ns-b", "d-c2-b"));
+  // Markers: a reader stops at its last expected name.
+  InsertRow(db(), Pod("c1", "ns-b", "end-pod-c1"));
+  InsertRow(db(), Pod("c2", "ns-b", "end-pod"));
+  InsertRow(db(), Deployment("c2", "ns-b", "end-deploy"));
+  // ns-a sees "end-pod" only if it is in ns-a: add one there too.
+  InsertRow(db(), Pod("c2", "ns-a", "end-pod"));
+
+  for (auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    std::vector<WatchEvent> got;
+    ASSERT_TRUE(ReadUntilName(c.watch, c.expected.back(), &got, In(kEventWait)))
+        << "received so far:\n" << Describe(got);
+    std::vector<std::string> names;
+    for (const auto& e : got) names.push_back(e.name());
+    EXPECT_EQ(names, c.expected) << Describe(got);
+  }
+}
+
+TEST_F(EventsTest, UnsetResourceVersionStartsFromNow) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient first;
+  ASSERT_TRUE(OpenWatch(first, *ww, "/api/v1/pods"));
+  InsertRow(db(), Pod("c1", "default", "before"));
+  WatchEvent e;
+  ASSERT_TRUE(first.NextEvent(&e, In(kEventWait)));  // walwatch has it now
+  ASSERT_EQ(e.name(), "before");
+
+  WatchClient later;
+  ASSERT_TRUE(OpenWatch(later, *ww, "/api/v1/pods"));
+  InsertRow(db(), Pod("c1", "default", "after"));
+  ASSERT_TRUE(later.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.name(), "after") << "a watch without resourceVersion got an "
+                                  "event from before it started: " << e.raw;
+}
+
+TEST_F(EventsTest, UnknownResourceIs404AndBadResourceVersionIs400) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  {
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww->socket_path(), "/api/v1/secrets?watch=1",
+                           In(kEventWait)));
+    EXPECT_EQ(watch.status(), 404) << watch.body();
+    EXPECT_EQ(watch.content_type().rfind("application/json", 0), 0u);
+    auto status = nlohmann::json::parse(watch.body(), nullptr, false);
+    ASSERT_TRUE(status.is_object()) << watch.body();
+    EXPECT_EQ(status.value("kind", ""), "Status");
+    EXPECT_EQ(status.value("status", ""), "Failure");
+    EXPECT_EQ(status.value("code", 0), 404);
+  }
+  for (std::string rv : {"abc", "-1", "12x", "99999999999999999999999"}) {
+    SCOPED_TRACE("resourceVersion=" + rv);
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww->socket_path(),
+                           "/api/v1/pods?watch=1&resourceVersion=" + rv,
+                           In(kEventWait)));
+    EXPECT_EQ(watch.status(), 400) << watch.body();
+    auto status = nlohmann::json::parse(watch.body(), nullptr, false);
+    ASSERT_TRUE(status.is_object()) << watch.body();
+    EXPECT_EQ(status.value("kind", ""), "Status");
+    EXPECT_EQ(status.value("code", 0), 400);
+  }
+}
+
+}  // namespace
+}  // namespace walwatch::itest

@@ -1,0 +1,140 @@
+// A misconfigured database stops walwatch at startup: a non-zero exit
+// within a bound, and an error log line that says what to fix.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/support/harness.h"
+
+namespace walwatch::itest {
+namespace {
+
+constexpr std::chrono::seconds kStartupBound{30};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+class StartupErrorsTest : public WalwatchTest {
+ protected:
+  // Starts walwatch with `options` and expects it to fail: exit code != 0
+  // within the bound, every stderr line a JSON log line, and exactly one
+  // error line that mentions every one of `fix_words` (case-insensitive).
+  void ExpectStartupError(WalwatchOptions options,
+                          const std::vector<std::string>& fix_words) {
+    WalwatchProcess& ww = Launch(std::move(options));
+    auto status = ww.WaitExit(kStartupBound);
+    ASSERT_TRUE(status.has_value())
+        << "walwatch still running after " << kStartupBound.count()
+        << " s; it must exit at startup. stderr:\n" << ww.StderrText();
+    EXPECT_TRUE(status->exited && status->exit_code != 0)
+        << "walwatch ended with " << status->Describe();
+
+    std::vector<std::string> errors;
+    for (const auto& line : ww.LogLines()) {
+      EXPECT_FALSE(line.contains("unparsed"))
+          << "stderr line is not a JSON log line: " << line["unparsed"];
+      if (line.value("level", "") == "error") errors.push_back(line.dump());
+    }
+    EXPECT_EQ(errors.size(), 1u) << "want one clear error line; stderr:\n"
+                                 << ww.StderrText();
+    bool named = std::any_of(errors.begin(), errors.end(), [&](auto& e) {
+      return std::all_of(fix_words.begin(), fix_words.end(), [&](auto& w) {
+        return Lower(e).find(Lower(w)) != std::string::npos;
+      });
+    });
+    std::string words;
+    for (const auto& w : fix_words) words += " '" + w + "'";
+    EXPECT_TRUE(named) << "no error line names the fix (words:" << words
+                       << "); stderr:\n" << ww.StderrText();
+  }
+
+  bool ServerHasSetting(const std::string& name) {
+    return db().QueryValue(
+               "SELECT count(*) FROM pg_settings WHERE name = $1", {name}) ==
+           "1";
+  }
+};
+
+TEST_F(StartupErrorsTest, ReplicaIdentityDefault) {
+  db().Exec("ALTER TABLE resources REPLICA IDENTITY DEFAULT");
+  ExpectStartupError(DefaultOptions(), {"replica identity", "full"});
+}
+
+class StartupErrorsNoSchemaTest : public StartupErrorsTest {
+ protected:
+  bool ApplySchema() const override { return false; }
+};
+
+TEST_F(StartupErrorsNoSchemaTest, TableMissing) {
+  ExpectStartupError(DefaultOptions(), {"resources"});
+}
+
+TEST_F(StartupErrorsTest, WrongPassword) {
+  // The sandbox (tests/tools/pg-sandbox.sh) has role walwatch_pw with a
+  // password, required over 127.0.0.1. Check that it answers a wrong
+  // password with a password failure, so the test is about the password.
+  std::string conninfo = "host=127.0.0.1 port=" + server().port +
+                         " dbname=" + dbname() +
+                         " user=walwatch_pw password=wrong";
+  try {
+    PgConnection probe(conninfo);
+    FAIL() << "precondition: the sandbox accepted a wrong password for "
+              "walwatch_pw over 127.0.0.1 (pg-sandbox.sh must require one)";
+  } catch (const PgError& e) {
+    ASSERT_NE(std::string(e.what()).find("password authentication failed"),
+              std::string::npos)
+        << "precondition: pg-sandbox.sh must create role walwatch_pw with a "
+           "password, checked over 127.0.0.1; got: "
+        << e.what();
+  }
+  auto options = DefaultOptions();
+  options.conninfo = conninfo;
+  ExpectStartupError(options, {"password"});
+}
+
+TEST_F(StartupErrorsTest, Wal2jsonNotAllowed) {
+  if (!ServerHasSetting("output_plugin_libraries")) {
+    GTEST_SKIP() << "this PostgreSQL has no output_plugin_libraries: every "
+                    "installed output plugin is allowed";
+  }
+  db().Exec("ALTER DATABASE \"" + dbname() +
+            "\" SET output_plugin_libraries = 'pgoutput,test_decoding'");
+  ExpectStartupError(DefaultOptions(), {"wal2json", "output_plugin_libraries"});
+}
+
+TEST_F(StartupErrorsTest, Wal2jsonMissing) {
+  // wal2json cannot be uninstalled for one test; a database whose library
+  // path holds nothing makes it just as unloadable for walwatch's walsender.
+  db().Exec("ALTER DATABASE \"" + dbname() +
+            "\" SET dynamic_library_path = '/nonexistent-walwatch-it'");
+  ExpectStartupError(DefaultOptions(), {"wal2json", "install"});
+}
+
+TEST_F(StartupErrorsTest, WalLevelNotLogical) {
+  // wal_level is per server: a second, tiny cluster with wal_level=replica.
+  std::vector<std::string> settings = {"wal_level=replica",
+                                       "max_wal_senders=4"};
+  if (ServerHasSetting("output_plugin_libraries")) {
+    settings.push_back("output_plugin_libraries=" +
+                       db().QueryValue("SHOW output_plugin_libraries"));
+  }
+  ScratchCluster scratch(settings);
+  {
+    PgConnection admin(scratch.Conninfo("postgres"));
+    admin.Exec("CREATE DATABASE walwatch");
+    PgConnection conn(scratch.Conninfo("walwatch"));
+    conn.Exec(ReadFileOrThrow(SchemaPath()));
+  }
+  auto options = DefaultOptions();
+  options.conninfo = scratch.Conninfo("walwatch");
+  ExpectStartupError(options, {"wal_level", "logical"});
+}
+
+}  // namespace
+}  // namespace walwatch::itest

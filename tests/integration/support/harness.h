@@ -1,0 +1,284 @@
+// The integration tests' common ground: Clusterpedia-shaped rows written the
+// way Clusterpedia's internalstorage writes them (one autocommit statement
+// each, GORM's SQL), and WalwatchTest, a fixture that runs walwatch on the
+// test's own database, slot and socket.
+//
+// Header-only so that it needs no build change; every write returns the
+// writing transaction's xid so that CommitObserver can give its commit LSN.
+#ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
+#define WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/integration/support/pg.h"
+#include "tests/integration/support/walwatch_process.h"
+#include "tests/integration/support/watch_client.h"
+
+namespace walwatch::itest {
+
+inline constexpr char kMemberRvAnnotation[] =
+    "walwatch.clusterpedia.io/member-resource-version";
+// How long a test waits for something walwatch should do promptly.
+inline constexpr std::chrono::seconds kEventWait{20};
+
+// One row of `resources`.
+struct Resource {
+  std::string group, version, resource, kind;
+  std::string cluster, ns, name;
+  std::string uid;
+  std::string member_rv = "100";  // resource_version column = object's RV
+  nlohmann::json spec = nlohmann::json::object();
+
+  std::string ApiVersion() const {
+    return group.empty() ? version : group + "/" + version;
+  }
+  // The object as Clusterpedia stores it.
+  nlohmann::json Object() const {
+    nlohmann::json metadata = {
+        {"name", name},
+        {"uid", uid},
+        {"resourceVersion", member_rv},
+        {"labels", {{"app", "walwatch-it"}, {"quote", "x \"q\""}}},
+        {"annotations", {{"shadow.clusterpedia.io/cluster-name", cluster}}},
+    };
+    if (!ns.empty()) metadata["namespace"] = ns;
+    return {{"apiVersion", ApiVersion()},
+            {"kind", kind},
+            {"metadata", metadata},
+            {"spec", spec}};
+  }
+  // The object a watcher must receive in an event with resourceVersion rv.
+  nlohmann::json Expected(uint64_t rv) const {
+    auto o = Object();
+    o["metadata"]["resourceVersion"] = std::to_string(rv);
+    o["metadata"]["annotations"][kMemberRvAnnotation] = member_rv;
+    return o;
+  }
+};
+
+inline Resource Pod(std::string cluster, std::string ns, std::string name) {
+  Resource r;
+  r.version = "v1";
+  r.resource = "pods";
+  r.kind = "Pod";
+  r.cluster = std::move(cluster);
+  r.ns = std::move(ns);
+  r.name = std::move(name);
+  r.uid = "uid-" + r.cluster + "-" + r.ns + "-" + r.name;
+  r.spec = {{"nodeName", "node-1"}, {"containers", {{{"name", "c"}}}}};
+  return r;
+}
+
+inline Resource Deployment(std::string cluster, std::string ns,
+                           std::string name) {
+  Resource r;
+  r.group = "apps";
+  r.version = "v1";
+  r.resource = "deployments";
+  r.kind = "Deployment";
+  r.cluster = std::move(cluster);
+  r.ns = std::move(ns);
+  r.name = std::move(name);
+  r.uid = "uid-" + r.cluster + "-" + r.ns + "-deploy-" + r.name;
+  r.spec = {{"replicas", 3}};
+  return r;
+}
+
+// GORM's INSERT for an ADDED object.
+inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
+  return std::stoull(conn.QueryValue(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, owner_uid, uid, resource_version, object, created_at, "
+      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
+      "now(), now()) RETURNING pg_current_xact_id()::text",
+      {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
+       r.member_rv, r.Object().dump()}));
+}
+
+// GORM's UPDATE for a MODIFIED object (also used for a new uid).
+inline uint64_t UpdateRow(PgConnection& conn, const Resource& r) {
+  auto rows = conn.Query(
+      "UPDATE resources SET created_at = now(), object = $1::jsonb, "
+      "owner_uid = '', resource_version = $2, uid = $3, synced_at = now() "
+      "WHERE cluster = $4 AND \"group\" = $5 AND version = $6 AND "
+      "resource = $7 AND namespace = $8 AND name = $9 "
+      "RETURNING pg_current_xact_id()::text",
+      {r.Object().dump(), r.member_rv, r.uid, r.cluster, r.group, r.version,
+       r.resource, r.ns, r.name});
+  if (rows.size() != 1) throw PgError("UpdateRow: no row " + r.name);
+  return std::stoull(*rows[0][0]);
+}
+
+// GORM's DELETE for a DELETED object.
+inline uint64_t DeleteRow(PgConnection& conn, const Resource& r) {
+  auto rows = conn.Query(
+      "DELETE FROM resources WHERE cluster = $1 AND \"group\" = $2 AND "
+      "version = $3 AND resource = $4 AND namespace = $5 AND name = $6 "
+      "RETURNING pg_current_xact_id()::text",
+      {r.cluster, r.group, r.version, r.resource, r.ns, r.name});
+  if (rows.size() != 1) throw PgError("DeleteRow: no row " + r.name);
+  return std::stoull(*rows[0][0]);
+}
+
+// Clusterpedia's event recording: events columns only, object untouched.
+inline uint64_t RecordKubeEvent(PgConnection& conn, const Resource& r,
+                                const std::string& reason) {
+  auto rows = conn.Query(
+      "UPDATE resources SET "
+      "events = JSONB_SET(COALESCE(events, '{}'::jsonb), ARRAY[$1], "
+      "  jsonb_build_object('reason', $1::text, 'count', 1)), "
+      "event_resource_versions = JSONB_SET(COALESCE(event_resource_versions, "
+      "  '{}'::jsonb), ARRAY[$1], to_jsonb('7'::text)) "
+      "WHERE cluster = $2 AND uid = $3 RETURNING pg_current_xact_id()::text",
+      {reason, r.cluster, r.uid});
+  if (rows.size() != 1) throw PgError("RecordKubeEvent: no row " + r.name);
+  return std::stoull(*rows[0][0]);
+}
+
+inline uint64_t CurrentXid(PgConnection& conn) {
+  return std::stoull(conn.QueryValue("SELECT pg_current_xact_id()::text"));
+}
+
+// Reads exactly `n` events.
+inline ::testing::AssertionResult ReadEvents(WatchClient& watch, size_t n,
+                                             std::vector<WatchEvent>* out,
+                                             Clock::time_point deadline) {
+  for (size_t i = 0; i < n; ++i) {
+    WatchEvent e;
+    auto r = watch.NextEvent(&e, deadline);
+    if (!r) return r << " (after " << i << " of " << n << " events)";
+    out->push_back(std::move(e));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Reads events until one named `name` (included), at most `limit` events.
+inline ::testing::AssertionResult ReadUntilName(WatchClient& watch,
+                                                const std::string& name,
+                                                std::vector<WatchEvent>* out,
+                                                Clock::time_point deadline,
+                                                size_t limit = 100000) {
+  for (size_t i = 0; i < limit; ++i) {
+    WatchEvent e;
+    auto r = watch.NextEvent(&e, deadline);
+    if (!r) return r << " (waiting for " << name << " after " << i << " events)";
+    bool found = e.name() == name;
+    out->push_back(std::move(e));
+    if (found) return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "no event for " << name;
+}
+
+inline std::string Describe(const std::vector<WatchEvent>& events) {
+  std::string s;
+  for (const auto& e : events) {
+    s += "  " + e.type + " " + e.name() + " rv=" + std::to_string(e.rv()) + "\n";
+  }
+  return s;
+}
+
+// Fixture: a database (PgDatabaseTest) plus walwatch processes on it, each
+// with its own slot and socket in the test's temporary directory.
+class WalwatchTest : public PgDatabaseTest {
+ protected:
+  void SetUp() override {
+    PgDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
+    char tmpl[] = "/tmp/walwatch-it.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    tmpdir_ = tmpl;
+    AddCleanup([dir = tmpdir_] {
+      std::error_code ec;
+      if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+    });
+  }
+
+  std::string TempPath(const std::string& name) const {
+    return tmpdir_ + "/" + name;
+  }
+
+  // Options for a walwatch on this test's database (slot and socket unique
+  // per call).
+  WalwatchOptions DefaultOptions() {
+    int n = static_cast<int>(walwatches_.size());
+    WalwatchOptions o;
+    o.conninfo = Conninfo();
+    o.slot = UniqueName("ww" + std::to_string(n));
+    o.socket_path = TempPath("walwatch" + std::to_string(n) + ".sock");
+    return o;
+  }
+
+  // Starts walwatch; it is stopped before the database is dropped.
+  WalwatchProcess& Launch(WalwatchOptions options) {
+    std::string log = options.socket_path + ".stderr";
+    walwatches_.push_back(
+        std::make_unique<WalwatchProcess>(std::move(options), log));
+    WalwatchProcess* p = walwatches_.back().get();
+    AddCleanup([p] { p->Stop(); });
+    return *p;
+  }
+
+  // Seeds the catalog (a pod and a deployment in cluster "seed"), creates
+  // the commit observer, starts walwatch and waits until it is ready.
+  WalwatchProcess* StartWalwatch(WalwatchOptions options) {
+    InsertRow(db(), Pod("seed", "seed", "seed-pod"));
+    InsertRow(db(), Deployment("seed", "seed", "seed-deploy"));
+    if (!observer_) {
+      observer_ = std::make_unique<CommitObserver>(&db(), UniqueName("obs"));
+    }
+    WalwatchProcess& p = Launch(std::move(options));
+    auto ready = p.WaitReady();
+    if (!ready) {
+      ADD_FAILURE() << ready.message();
+      return nullptr;
+    }
+    return &p;
+  }
+  WalwatchProcess* StartWalwatch() { return StartWalwatch(DefaultOptions()); }
+
+  CommitObserver& observer() { return *observer_; }
+
+  // Opens a watch and checks the streaming response header.
+  ::testing::AssertionResult OpenWatch(WatchClient& watch,
+                                       const WalwatchProcess& walwatch,
+                                       const std::string& path,
+                                       std::optional<uint64_t> rv = {}) {
+    auto r = watch.Open(walwatch.socket_path(), WatchTarget(path, rv),
+                        In(kEventWait));
+    if (!r) return r;
+    if (watch.status() != 200) {
+      return ::testing::AssertionFailure()
+             << "GET " << watch.target() << ": HTTP " << watch.status() << " "
+             << watch.body();
+    }
+    if (watch.content_type().rfind("application/json", 0) != 0) {
+      return ::testing::AssertionFailure()
+             << "GET " << watch.target() << ": Content-Type '"
+             << watch.content_type() << "', expected application/json";
+    }
+    if (!watch.chunked()) {
+      return ::testing::AssertionFailure()
+             << "GET " << watch.target() << ": response is not chunked";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  std::string tmpdir_;
+  std::vector<std::unique_ptr<WalwatchProcess>> walwatches_;
+  std::unique_ptr<CommitObserver> observer_;
+};
+
+}  // namespace walwatch::itest
+
+#endif  // WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
