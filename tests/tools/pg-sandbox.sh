@@ -147,8 +147,10 @@ check_traversable() {
 }
 
 supports_output_plugin_libraries() {
+  # Not `grep -q`: it would stop reading early, postgres would die of SIGPIPE,
+  # and under pipefail the pipeline would fail at random.
   as_pg "$BINDIR/postgres" --describe-config 2>/dev/null |
-    grep -q '^output_plugin_libraries[[:space:]]'
+    grep '^output_plugin_libraries[[:space:]]' >/dev/null
 }
 
 random_port() {
@@ -174,7 +176,7 @@ init_cluster() {
   chmod 0700 "$dir"
 
   if ! as_pg "$BINDIR/initdb" -D "$dir/data" -U postgres -E UTF8 --locale=C.UTF-8 \
-      --auth-local=trust --auth-host=trust >"$dir/log/initdb.log" 2>&1; then
+      --auth-local=trust --auth-host=trust --no-sync >"$dir/log/initdb.log" 2>&1; then
     cat "$dir/log/initdb.log" >&2
     die "initdb failed"
   fi
@@ -300,9 +302,12 @@ cmd_start() {
       >/dev/null 2>"$dir/log/setup.err" <<SQL; then
 CREATE ROLE $PW_ROLE LOGIN REPLICATION PASSWORD '$PW_PASSWORD';
 GRANT pg_read_all_data TO $PW_ROLE;
+-- wal2json must be installed and allowed as an output plugin (a temporary
+-- slot, dropped at the end of this session).
+SELECT pg_create_logical_replication_slot('pg_sandbox_check', 'wal2json', true);
 SQL
     cat "$dir/log/setup.err" >&2
-    die "creating role $PW_ROLE failed"
+    die "setting up the sandbox failed (role $PW_ROLE, or a wal2json slot: is postgresql-15-wal2json installed?)"
   fi
 
   say "PostgreSQL $("$BINDIR/postgres" --version | awk '{print $3}') running in $dir on port $port (log: $dir/log/postgresql.log)"
