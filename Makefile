@@ -1,0 +1,28 @@
+# walwatch developer loop. Everything real is in CMake and tests/tools/.
+#   make        configure + build build/walwatch
+#   make run    the live demo (tests/tools/run-demo.sh); WATCH=/path?watch=1 picks the stream
+#   make test   deps, build, throwaway PostgreSQL, ctest (tests/tools/run-tests.sh)
+#   make deps   install the Debian packages that are missing
+BUILD_DIR ?= build
+JOBS ?= 2
+
+.PHONY: all run test bench clean deps
+
+all:
+	@cmake -S . -B $(BUILD_DIR) || { echo "cmake failed; missing packages? try: make deps" >&2; exit 1; }
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target walwatch
+
+run:
+	tests/tools/run-demo.sh $(WATCH)
+
+test:
+	tests/tools/run-tests.sh
+
+bench:
+	@echo "make bench: not yet -- no benchmarks are wired up (WALWATCH_BUILD_BENCH is OFF)."
+
+deps:
+	tests/tools/install-deps.sh
+
+clean:
+	rm -rf $(BUILD_DIR)
