@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# `make run`: the live demo.
+#
+#   tests/tools/run-demo.sh [WATCH_PATH]      default: '/api/v1/pods?watch=1'
+#   make run WATCH='/apis/apps/v1/deployments?watch=1'
+#
+# Installs what is missing, builds walwatch and the demo writer, starts a
+# throwaway PostgreSQL 15 + wal2json (tests/tools/pg-sandbox.sh) in a temporary
+# directory, creates Clusterpedia's `resources` table (schema/clusterpedia.sql),
+# starts walwatch on it, starts tests/tools/demo_writer (writes like
+# Clusterpedia's collector), and prints walwatch's live watch stream with curl.
+# Ctrl-C stops the writer, walwatch and PostgreSQL and removes the temporary
+# directory: nothing is left on disk.
+#
+# Environment (for development):
+#   DEMO_RATE (5)  DEMO_CLUSTERS (2)        the writer's --rate and --clusters
+#   WALWATCH_BIN, DEMO_WRITER_BIN           binaries (default build/walwatch,
+#                                           build/demo_writer)
+#   WALWATCH_DEMO_NO_BUILD=1                skip install-deps and the build
+#   BUILD_DIR (build), JOBS (2)
+
+# shellcheck disable=SC2317  # functions called from traps only
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-2}
+WATCH_PATH=${1:-/api/v1/pods?watch=1}
+[[ "$WATCH_PATH" == /* ]] || WATCH_PATH="/$WATCH_PATH"
+DEMO_RATE=${DEMO_RATE:-5}
+DEMO_CLUSTERS=${DEMO_CLUSTERS:-2}
+WALWATCH_BIN=${WALWATCH_BIN:-$ROOT/$BUILD_DIR/walwatch}
+DEMO_WRITER_BIN=${DEMO_WRITER_BIN:-$ROOT/$BUILD_DIR/demo_writer}
+SLOT=walwatch_demo
+
+say() { echo "run-demo: $*" >&2; }
+
+if [[ "${WALWATCH_DEMO_NO_BUILD:-}" != 1 ]]; then
+  "$ROOT/tests/tools/install-deps.sh"
+  say "building walwatch and demo_writer in $BUILD_DIR ..."
+  cmake -S . -B "$BUILD_DIR" >/dev/null
+  cmake --build "$BUILD_DIR" -j"$JOBS" --target walwatch demo_writer
+fi
+for bin in "$WALWATCH_BIN" "$DEMO_WRITER_BIN"; do
+  [[ -x "$bin" ]] || { say "$bin is missing (build failed?)"; exit 1; }
+done
+
+DIR=""
+WALWATCH_PID=""
+WRITER_PID=""
+
+stop_pid() {
+  local pid=$1 i
+  [[ -n "$pid" ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  trap - INT TERM
+  echo >&2
+  say "stopping ..."
+  stop_pid "$WRITER_PID"
+  stop_pid "$WALWATCH_PID"
+  if [[ -n "$DIR" ]]; then
+    "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR" || true
+    rm -rf -- "$DIR"
+  fi
+  say "stopped; removed ${DIR:-nothing}"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+DIR=$(mktemp -d /tmp/walwatch-demo.XXXXXX)
+pgenv=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR")
+eval "$pgenv"
+psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
+
+SOCK=$DIR/walwatch.sock
+CONNINFO="host=$DIR port=$PGPORT dbname=postgres user=postgres"
+
+"$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "$SLOT" --socket "$SOCK" \
+  >"$DIR/walwatch.log" 2>&1 &
+WALWATCH_PID=$!
+
+"$DEMO_WRITER_BIN" --conninfo "$CONNINFO" --rate "$DEMO_RATE" --clusters "$DEMO_CLUSTERS" \
+  >"$DIR/demo_writer.log" 2>&1 &
+WRITER_PID=$!
+
+say "waiting for walwatch's socket $SOCK ..."
+for ((i = 0; i < 600; i++)); do
+  [[ -S "$SOCK" ]] && break
+  if ! kill -0 "$WALWATCH_PID" 2>/dev/null; then
+    say "walwatch exited before serving; its log:"
+    cat "$DIR/walwatch.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+if [[ ! -S "$SOCK" ]]; then
+  say "walwatch did not create $SOCK within 60 s; its log:"
+  tail -n 50 "$DIR/walwatch.log" >&2
+  exit 1
+fi
+
+clusters=$(seq -f 'c%g' 1 "$DEMO_CLUSTERS" | tr '\n' ' ')
+cat >&2 <<BANNER
+
+==============================================================================
+ walwatch demo
+   PostgreSQL 15 + wal2json   $DIR (port $PGPORT), table public.resources
+   demo writer                Clusterpedia-like writes, $DEMO_RATE/s, clusters: $clusters
+                              (pods, deployments, configmaps; log: $DIR/demo_writer.log)
+   walwatch                   slot $SLOT, socket $SOCK
+                              (log: $DIR/walwatch.log)
+
+ Below is the live watch stream of
+     GET $WATCH_PATH
+ one Kubernetes watch event per line, {"type":"ADDED|MODIFIED|DELETED|...","object":{...}}:
+ first the current objects (ADDED), then every change the writer makes, in
+ commit order, with metadata.resourceVersion = walwatch's resourceVersion.
+
+ Other streams, from another terminal while this runs:
+   curl -sN --unix-socket $SOCK 'http://localhost/apis/apps/v1/deployments?watch=1'
+   curl -sN --unix-socket $SOCK 'http://localhost/clusters/c1/api/v1/namespaces/default/pods?watch=1'
+   curl -sN --unix-socket $SOCK 'http://localhost/api/v1/configmaps?watch=1'
+ or start the demo on another path: make run WATCH='/apis/apps/v1/deployments?watch=1'
+ Ctrl-C stops everything and removes $DIR.
+==============================================================================
+
+BANNER
+
+# A watch ends by itself after the server's timeout: watch again (it starts
+# with the current objects again) for as long as walwatch runs.
+while :; do
+  rc=0
+  curl -sN --unix-socket "$SOCK" "http://localhost$WATCH_PATH" || rc=$?
+  if ((rc == 0)) && kill -0 "$WALWATCH_PID" 2>/dev/null; then
+    say "the watch ended (server timeout); watching again"
+    sleep 1
+    continue
+  fi
+  break
+done
+say "the watch stream failed (curl exit $rc); walwatch's last log lines:"
+tail -n 20 "$DIR/walwatch.log" >&2 || true
+exit 1
