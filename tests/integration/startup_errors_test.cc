@@ -121,8 +121,9 @@ TEST_F(StartupErrorsTest, WalLevelNotLogical) {
   std::vector<std::string> settings = {"wal_level=replica",
                                        "max_wal_senders=4"};
   if (ServerHasSetting("output_plugin_libraries")) {
-    settings.push_back("output_plugin_libraries=" +
-                       db().QueryValue("SHOW output_plugin_libraries"));
+    std::string libs = db().QueryValue("SHOW output_plugin_libraries");
+    libs.erase(std::remove(libs.begin(), libs.end(), ' '), libs.end());
+    settings.push_back("output_plugin_libraries=" + libs);
   }
   ScratchCluster scratch(settings);
   {

@@ -386,9 +386,20 @@ ScratchCluster::ScratchCluster(const std::vector<std::string>& settings) {
                         "-c unix_socket_directories=" + dir_ +
                         " -c fsync=off -c shared_buffers=16MB";
   for (const auto& s : settings) options += " -c " + s;
-  RunOrThrow(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-l",
-                             dir_ + "/log", "-o", options, "-w", "-t", "60",
-                             "start"}));
+  try {
+    RunOrThrow(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-l",
+                               dir_ + "/log", "-o", options, "-w", "-t", "60",
+                               "start"}));
+  } catch (const std::exception& e) {
+    std::string log;
+    try {
+      log = ReadFileOrThrow(dir_ + "/log");
+    } catch (const std::exception&) {
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw std::runtime_error(std::string(e.what()) + "server log:\n" + log);
+  }
   started_ = true;
 }
 
