@@ -289,6 +289,7 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     e->last_in_txn = i + 1 == pending.size();
     e->rv = e->last_in_txn ? txn.commit_lsn : prev_rv;
     e->commit_lsn = txn.commit_lsn;
+    e->xid = txn.full_xid;
     e->type = p.type;
     e->commit_time_us = txn.commit_time_us;
     e->group = Col(p.row, MappedField::kGroup).text;

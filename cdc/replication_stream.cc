@@ -93,8 +93,12 @@ struct ReplicationStream::Impl {
   EventLog* log = nullptr;
   uint64_t last_received = 0;
   Clock::time_point next_status;
-  const int stop_fd;
+  const int stop_fd;  // an eventfd: wakes the poll loop
   std::atomic<bool> stop{false};
+  std::atomic<bool> keepalive_wanted{false};
+  uint64_t xid_reference = 0;  // a recent full xid, to widen 32-bit ones
+
+  uint64_t WidenXid(uint32_t xid);
 
   std::string StartStreaming();
   std::string RecreateSlot(uint64_t* new_floor);
@@ -141,7 +145,20 @@ std::string ReplicationStream::Impl::StartStreaming() {
   return "";
 }
 
-std::string ReplicationStream::Prepare(uint64_t* floor_rv) {
+uint64_t ReplicationStream::Impl::WidenXid(uint32_t xid) {
+  // Transactions in the stream are within 2^31 of each other (PostgreSQL's
+  // wraparound protection), so the nearest 64-bit value is the right one.
+  uint64_t candidate = (xid_reference & ~uint64_t{0xFFFFFFFF}) | xid;
+  if (candidate > xid_reference + (uint64_t{1} << 31)) {
+    if (candidate >= (uint64_t{1} << 32)) candidate -= uint64_t{1} << 32;
+  } else if (candidate + (uint64_t{1} << 31) < xid_reference) {
+    candidate += uint64_t{1} << 32;
+  }
+  xid_reference = std::max(xid_reference, candidate);
+  return candidate;
+}
+
+std::string ReplicationStream::Prepare(StartPosition* start) {
   Impl& m = *impl_;
   PgConn conn = ConnectPg(m.opt.conninfo, /*replication=*/false,
                           m.opt.connect_timeout_seconds);
@@ -177,15 +194,25 @@ std::string ReplicationStream::Prepare(uint64_t* floor_rv) {
             {{"slot", m.opt.slot},
              {"confirmed_flush_lsn", FormatLsn(slot.confirmed_flush)}});
   }
-  if (std::string err = LoadCatalog(conn.get(), m.opt.mapping, m.catalog);
-      !err.empty()) {
-    return err;
+  // Read after the slot's position: a transaction with an xid at or above
+  // xmax started later, so it commits after the position.
+  std::string err;
+  PgResult snap = PgQuery(conn.get(), "SELECT pg_current_snapshot()::text", {},
+                          &err);
+  if (!snap) return "cannot read pg_current_snapshot(): " + err;
+  size_t colon = std::string(PQgetvalue(snap.get(), 0, 0)).find(':');
+  start->next_xid = std::stoull(
+      std::string(PQgetvalue(snap.get(), 0, 0)).substr(colon + 1));
+  m.xid_reference = start->next_xid;
+  if (std::string e = LoadCatalog(conn.get(), m.opt.mapping, m.catalog);
+      !e.empty()) {
+    return e;
   }
   conn.reset();
   // The server sends every transaction whose commit record starts at or
   // after confirmed_flush, so the stream continues after confirmed_flush-1.
-  *floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
-  m.assembler.set_last_commit_lsn(*floor_rv);
+  start->floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  m.assembler.set_last_commit_lsn(start->floor_rv);
   if (std::string err = m.StartStreaming(); !err.empty()) return err;
   LogInfo("streaming",
           {{"slot", m.opt.slot},
@@ -227,6 +254,7 @@ bool ReplicationStream::Impl::SendStatus(bool reply_requested,
 
 void ReplicationStream::Impl::OnCommit() {
   ++stats->transactions;
+  txn.full_xid = WidenXid(txn.xid);
   stats->last_commit_time_us = txn.commit_time_us;
   if (txn.truncated || txn.overflowed) {
     LogWarn(txn.truncated
@@ -235,7 +263,7 @@ void ReplicationStream::Impl::OnCommit() {
                   "every watcher must relist",
             {{"xid", static_cast<uint64_t>(txn.xid)},
              {"commit_lsn", FormatLsn(txn.commit_lsn)}});
-    log->AppendBarrier(txn.commit_lsn);
+    log->AppendBarrier(txn.commit_lsn, txn.full_xid);
     ++stats->barriers;
     return;
   }
@@ -317,7 +345,17 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
         *error = "short keepalive message";
         return false;
       }
-      stats->server_wal_end = ReadBe64(buf + 1);
+      uint64_t wal_end = ReadBe64(buf + 1);
+      stats->server_wal_end = wal_end;
+      // A keepalive's walEnd is where the walsender has decoded to: every
+      // commit record before it has been sent, and the next one starts at
+      // or after it. Between transactions, the stream has passed walEnd-1.
+      if (!assembler.in_transaction() && wal_end > 0 &&
+          wal_end - 1 > log->current_rv()) {
+        log->AdvanceCurrentRv(wal_end - 1);
+        assembler.set_last_commit_lsn(
+            std::max(assembler.last_commit_lsn(), wal_end - 1));
+      }
       if (buf[17]) return SendStatus(false, error);
       return true;
     }
@@ -357,6 +395,9 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       return StreamEnd::kError;
     }
     if (stop.load()) return StreamEnd::kStopped;
+    if (keepalive_wanted.exchange(false) && !SendStatus(true, error)) {
+      return StreamEnd::kError;
+    }
     auto now = Clock::now();
     if (now >= next_status) {
       if (!SendStatus(false, error)) return StreamEnd::kError;
@@ -371,7 +412,12 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       *error = std::string("poll: ") + std::strerror(errno);
       return StreamEnd::kError;
     }
-    if (fds[1].revents) return StreamEnd::kStopped;
+    if (fds[1].revents) {
+      uint64_t count;
+      ssize_t n = read(stop_fd, &count, sizeof(count));
+      (void)n;
+      if (stop.load()) return StreamEnd::kStopped;
+    }
     if (fds[0].revents && !PQconsumeInput(conn)) {
       *error = ExplainPgError(PgError(conn));
       return StreamEnd::kError;
@@ -380,9 +426,19 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
 }
 
 bool ReplicationStream::Impl::WaitOrStop(std::chrono::milliseconds delay) {
-  pollfd fd = {stop_fd, POLLIN, 0};
-  poll(&fd, 1, static_cast<int>(delay.count()));
-  return !stop.load();
+  auto deadline = Clock::now() + delay;
+  while (!stop.load()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    if (left.count() <= 0) return true;
+    pollfd fd = {stop_fd, POLLIN, 0};
+    if (poll(&fd, 1, static_cast<int>(left.count())) > 0) {
+      uint64_t count;
+      ssize_t n = read(stop_fd, &count, sizeof(count));
+      (void)n;
+    }
+  }
+  return false;
 }
 
 std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor) {
@@ -471,6 +527,13 @@ void ReplicationStream::Run(EventLog* log) {
     }
     m.repl.reset();
   }
+}
+
+void ReplicationStream::RequestKeepalive() {
+  impl_->keepalive_wanted = true;
+  uint64_t one = 1;
+  ssize_t n = write(impl_->stop_fd, &one, sizeof(one));
+  (void)n;
 }
 
 void ReplicationStream::Stop() {

@@ -66,17 +66,28 @@ class ReplicationStream {
   ReplicationStream(const ReplicationStream&) = delete;
   ReplicationStream& operator=(const ReplicationStream&) = delete;
 
+  struct StartPosition {
+    // The stream continues after this position: the EventLog's floor.
+    uint64_t floor_rv = 0;
+    // pg_current_snapshot()'s xmax, read after the slot's position: every
+    // transaction with this xid or above commits after floor_rv.
+    uint64_t next_xid = 0;
+  };
   // Checks the server and the table, creates the slot if it is missing,
-  // loads the resource catalog, and starts streaming. On success sets
-  // *floor_rv to the position the stream continues after (the EventLog's
-  // floor) and returns "". Otherwise returns one line that names the fix.
-  std::string Prepare(uint64_t* floor_rv);
+  // loads the resource catalog, and starts streaming. Returns "" on success,
+  // otherwise one line that names the fix.
+  std::string Prepare(StartPosition* start);
 
   // Streams into `log` until Stop(). Reconnects on errors.
   void Run(EventLog* log);
 
   // Ends Run(): sends a last status update and closes the connection.
   void Stop();
+
+  // Asks the server for a keepalive now (a status update with
+  // replyRequested), so that the EventLog's current RV catches up with the
+  // server's decoded position without waiting for the next one.
+  void RequestKeepalive();
 
   bool streaming() const { return streaming_.load(); }
   const ReplicationStats& stats() const { return stats_; }

@@ -24,6 +24,7 @@ struct RowChange {
 
 struct Transaction {
   uint32_t xid = 0;
+  uint64_t full_xid = 0;    // xid widened to 64 bits (set by the caller)
   uint64_t commit_lsn = 0;  // start of the commit record: the RV base
   uint64_t end_lsn = 0;     // end of the commit record
   int64_t commit_time_us = 0;

@@ -26,6 +26,9 @@ struct Event {
   // Commit LSN of the transaction this event belongs to. Resuming from an RV r
   // delivers every transaction whose commit_lsn is greater than r, whole.
   uint64_t commit_lsn = 0;
+  // The transaction's id, widened to 64 bits (PostgreSQL's FullTransactionId,
+  // as pg_current_snapshot() prints it); 0 for initial-state events.
+  uint64_t xid = 0;
   bool last_in_txn = false;
   EventType type = EventType::kAdded;
   // Commit time, microseconds since the Unix epoch (from wal2json).

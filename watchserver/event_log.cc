@@ -14,7 +14,7 @@ EventLog::AppendResult EventLog::AppendTransaction(
   size_t incoming = 0;
   for (const auto& e : events) incoming += e->MemoryBytes();
   if (incoming > max_bytes_) {
-    AppendBarrier(commit_lsn);
+    AppendBarrier(commit_lsn, events.front()->xid);
     return AppendResult::kTooLarge;
   }
   std::vector<std::function<void()>> wake;
@@ -22,20 +22,27 @@ EventLog::AppendResult EventLog::AppendTransaction(
     std::lock_guard<std::mutex> lock(mu_);
     assert(commit_lsn > current_rv_);
     EvictToFitLocked(incoming);
+    txns_.push_back({commit_lsn, events.front()->xid});
     for (auto& e : events) events_.push_back(std::move(e));
     bytes_ += incoming;
     current_rv_ = commit_lsn;
     wake = TakeWaitersLocked();
+    TakeRvWaitersLocked(&wake);
   }
   for (auto& w : wake) w();
   return AppendResult::kAppended;
 }
 
-void EventLog::AppendBarrier(uint64_t commit_lsn) {
+void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!events_.empty()) ++evicted_transactions_;  // counted as one batch
+    evicted_transactions_ += txns_.size();
+    for (const TxnInfo& t : txns_) {
+      max_evicted_xid_ = std::max(max_evicted_xid_, t.xid);
+    }
+    max_evicted_xid_ = std::max(max_evicted_xid_, xid);
+    txns_.clear();
     // The barrier takes one sequence number of its own, evicted at once, so
     // that a watcher at the tail is behind it too and gets 410 Expired.
     first_seq_ += events_.size() + 1;
@@ -45,13 +52,119 @@ void EventLog::AppendBarrier(uint64_t commit_lsn) {
     current_rv_ = std::max(current_rv_, commit_lsn);
     ++barriers_;
     wake = TakeWaitersLocked();
+    TakeRvWaitersLocked(&wake);
   }
   for (auto& w : wake) w();
 }
 
-void EventLog::AdvanceCurrentRv(uint64_t commit_lsn) {
+void EventLog::AdvanceCurrentRv(uint64_t rv) {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rv <= current_rv_) return;
+    current_rv_ = rv;
+    TakeRvWaitersLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+void EventLog::SetClassifiableFromXid(uint64_t xid) {
   std::lock_guard<std::mutex> lock(mu_);
-  current_rv_ = std::max(current_rv_, commit_lsn);
+  classifiable_from_xid_ = xid;
+}
+
+void EventLog::TakeRvWaitersLocked(std::vector<std::function<void()>>* wake) {
+  auto end = rv_waiters_.upper_bound(current_rv_);
+  for (auto it = rv_waiters_.begin(); it != end; ++it) {
+    wake->push_back(std::move(it->second));
+  }
+  rv_waiters_.erase(rv_waiters_.begin(), end);
+}
+
+void EventLog::WaitForRv(uint64_t rv, std::function<void()> wake) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_rv_ < rv) {
+      rv_waiters_.emplace(rv, std::move(wake));
+      return;
+    }
+  }
+  wake();
+}
+
+bool EventLog::ParseSnapshot(std::string_view text, Snapshot* out) {
+  // "xmin:xmax:xip,xip,..." with decimal 64-bit xids; xip may be empty.
+  auto number = [](std::string_view s, uint64_t* v) {
+    if (s.empty() || s.size() > 20) return false;
+    uint64_t x = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      if (x > (UINT64_MAX - (c - '0')) / 10) return false;
+      x = x * 10 + (c - '0');
+    }
+    *v = x;
+    return true;
+  };
+  size_t a = text.find(':');
+  if (a == std::string_view::npos) return false;
+  size_t b = text.find(':', a + 1);
+  if (b == std::string_view::npos) return false;
+  Snapshot s;
+  if (!number(text.substr(0, a), &s.xmin) ||
+      !number(text.substr(a + 1, b - a - 1), &s.xmax) || s.xmin > s.xmax) {
+    return false;
+  }
+  std::string_view rest = text.substr(b + 1);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    uint64_t x;
+    if (!number(rest.substr(0, comma), &x) || x < s.xmin || x >= s.xmax) {
+      return false;
+    }
+    s.xip.push_back(x);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+    if (rest.empty()) return false;
+    if (s.xip.size() > 1000000) return false;
+  }
+  std::sort(s.xip.begin(), s.xip.end());
+  *out = std::move(s);
+  return true;
+}
+
+bool EventLog::Snapshot::Visible(uint64_t xid) const {
+  if (xid < xmin) return true;
+  if (xid >= xmax) return false;
+  return !std::binary_search(xip.begin(), xip.end(), xid);
+}
+
+EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
+                                          uint64_t insert_lsn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Every transaction the snapshot might not see has an xid >= xmin. If one
+  // of those is no longer in the log, or committed before the log began,
+  // its visibility cannot be checked.
+  if (snapshot.xmin <= max_evicted_xid_ ||
+      snapshot.xmin < classifiable_from_xid_) {
+    return {HandoffStatus::kExpired, 0};
+  }
+  // Transactions committed at or after insert_lsn began their commit after
+  // the snapshot was taken: none is visible. Before it, visible ones must
+  // all come before invisible ones in commit order.
+  const TxnInfo* first_invisible = nullptr;
+  for (const TxnInfo& t : txns_) {
+    if (t.commit_lsn >= insert_lsn) break;
+    if (!snapshot.Visible(t.xid)) {
+      if (first_invisible == nullptr) first_invisible = &t;
+    } else if (first_invisible != nullptr) {
+      return {HandoffStatus::kRetry, 0};
+    }
+  }
+  uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
+                                : (insert_lsn > 0 ? insert_lsn - 1 : 0);
+  // The list saw everything up to floor_rv_ (older snapshots were refused
+  // above), so the handoff is never below it.
+  return {HandoffStatus::kExact, std::max(rv, floor_rv_)};
 }
 
 void EventLog::EvictToFitLocked(size_t incoming_bytes) {
@@ -61,6 +174,8 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     const EventPtr& e = events_.front();
     bool last = e->last_in_txn;
     floor_rv_ = e->commit_lsn;
+    max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
+    txns_.pop_front();
     bytes_ -= e->MemoryBytes();
     events_.pop_front();
     ++first_seq_;

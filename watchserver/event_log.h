@@ -20,7 +20,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "watchserver/event.h"
@@ -52,11 +54,18 @@ class EventLog {
   // changes the log cannot represent as events (TRUNCATE, or a transaction
   // larger than the log): drops everything, and sets floor_rv = current_rv =
   // commit_lsn so that every watcher still behind it gets 410 Expired.
-  void AppendBarrier(uint64_t commit_lsn);
+  // `xid`: the full xid of the transaction that caused it (0 if none).
+  void AppendBarrier(uint64_t commit_lsn, uint64_t xid = 0);
 
-  // Replication thread only. A transaction with no events for the log (for
-  // example one on another table) committed at `commit_lsn`.
-  void AdvanceCurrentRv(uint64_t commit_lsn);
+  // Replication thread only. The stream has passed `rv`: a transaction with
+  // no events for the log (for example one on another table) committed at
+  // it, or the server reported that it has decoded everything before rv+1.
+  void AdvanceCurrentRv(uint64_t rv);
+
+  // Replication thread only, before streaming: transactions whose full xid
+  // is below `xid` may have committed before the log starts, so a snapshot
+  // whose xmin is below it cannot be classified (Handoff -> kExpired).
+  void SetClassifiableFromXid(uint64_t xid);
 
   enum class SeekStatus { kOk, kExpired };
   struct SeekResult {
@@ -84,6 +93,34 @@ class EventLog {
   // confirms no further than this, so a restart can replay it.
   uint64_t OldestCommitSince(int64_t since_unix_us) const;
 
+  // Calls `wake` once, outside the lock, as soon as current_rv() >= rv
+  // (immediately if it already is). Same rules for `wake` as WaitForAppend.
+  void WaitForRv(uint64_t rv, std::function<void()> wake);
+
+  // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
+  struct Snapshot {
+    uint64_t xmin = 0;
+    uint64_t xmax = 0;
+    std::vector<uint64_t> xip;  // sorted
+    bool Visible(uint64_t xid) const;
+  };
+  // Parses pg_current_snapshot()'s text form "xmin:xmax:xip,...".
+  static bool ParseSnapshot(std::string_view text, Snapshot* out);
+  enum class HandoffStatus {
+    kExact,    // rv: the list is exactly the transactions up to rv
+    kRetry,    // commit order and visibility disagree near the snapshot
+    kExpired,  // the log no longer reaches back to the snapshot
+  };
+  struct HandoffResult {
+    HandoffStatus status;
+    uint64_t rv;
+  };
+  // The position from which a watch continues a list read in `snapshot`,
+  // taken before `insert_lsn` (pg_current_wal_insert_lsn() after the
+  // snapshot). Precondition: current_rv() >= insert_lsn - 1, i.e. the stream
+  // has passed insert_lsn. See DESIGN.md "exact or retry".
+  HandoffResult Handoff(const Snapshot& snapshot, uint64_t insert_lsn) const;
+
   uint64_t first_seq() const;
   uint64_t tail_seq() const;   // seq the next appended event will get
   uint64_t current_rv() const; // commit LSN of the last transaction seen
@@ -101,6 +138,13 @@ class EventLog {
  private:
   void EvictToFitLocked(size_t incoming_bytes);
   std::vector<std::function<void()>> TakeWaitersLocked();
+  void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake);
+
+  // One entry per retained transaction, in commit order.
+  struct TxnInfo {
+    uint64_t commit_lsn;
+    uint64_t xid;
+  };
 
   const size_t max_bytes_;
   mutable std::mutex mu_;
@@ -112,6 +156,12 @@ class EventLog {
   uint64_t evicted_transactions_ = 0; // GUARDED_BY(mu_)
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
+  std::multimap<uint64_t, std::function<void()>> rv_waiters_;  // GUARDED_BY(mu_)
+  std::deque<TxnInfo> txns_;                                   // GUARDED_BY(mu_)
+  // Highest xid not retained (evicted, or dropped by a barrier), and the
+  // lowest xid known to commit after the log starts.
+  uint64_t max_evicted_xid_ = 0;        // GUARDED_BY(mu_)
+  uint64_t classifiable_from_xid_ = 0;  // GUARDED_BY(mu_)
 };
 
 }  // namespace walwatch

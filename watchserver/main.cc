@@ -79,11 +79,12 @@ int Main(int argc, char** argv) {
   // them.
   ResourceCatalog catalog;
   ReplicationStream replication(repl_options, &catalog);
-  uint64_t floor_rv = 0;
-  if (std::string e = replication.Prepare(&floor_rv); !e.empty()) {
+  ReplicationStream::StartPosition start;
+  if (std::string e = replication.Prepare(&start); !e.empty()) {
     return Fatal(e);
   }
-  EventLog log(config.max_log_bytes, floor_rv);
+  EventLog log(config.max_log_bytes, start.floor_rv);
+  log.SetClassifiableFromXid(start.next_xid);
 
   boost::asio::io_context io;
   HttpServerOptions http_options;
@@ -95,7 +96,7 @@ int Main(int argc, char** argv) {
                     [&replication] { return replication.streaming(); });
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
   LogInfo("serving", {{"socket", config.socket_path},
-                      {"resume_after_rv", floor_rv}});
+                      {"resume_after_rv", start.floor_rv}});
 
   std::thread replication_thread([&] { replication.Run(&log); });
 
