@@ -64,7 +64,10 @@ stop_pid() {
 
 cleanup() {
   local rc=$?
-  trap - INT TERM
+  # Finish the cleanup whatever happens to the terminal or a pipe we print to
+  # (Ctrl-C also kills a `| tee` or `| less` downstream).
+  set +e
+  trap '' PIPE INT TERM
   echo >&2
   say "stopping ..."
   stop_pid "$WRITER_PID"
@@ -145,8 +148,9 @@ while :; do
   rc=0
   curl -sN --unix-socket "$SOCK" "http://localhost$WATCH_PATH" || rc=$?
   if ((rc == 0)) && kill -0 "$WALWATCH_PID" 2>/dev/null; then
-    say "the watch ended (server timeout); watching again"
-    sleep 1
+    echo >&2
+    say "the watch ended (server timeout, or an error above); watching again in 2 s"
+    sleep 2
     continue
   fi
   break
