@@ -1,0 +1,394 @@
+#include "cdc/state_service.h"
+
+#include "cdc/event_builder.h"
+#include "cdc/lsn.h"
+#include "cdc/pg_checks.h"
+#include "cdc/pg_conn.h"
+#include "watchserver/event_log.h"
+#include "watchserver/logging.h"
+
+namespace walwatch {
+
+uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
+                              uint64_t wal_segment_size) {
+  constexpr uint64_t kShortPageHeader = 24;  // SizeOfXLogShortPHD
+  constexpr uint64_t kLongPageHeader = 40;   // SizeOfXLogLongPHD
+  if (wal_block_size == 0 || wal_segment_size == 0) return insert_lsn;
+  uint64_t in_page = insert_lsn % wal_block_size;
+  bool segment_start = insert_lsn % wal_segment_size == in_page;
+  if ((in_page == kShortPageHeader && !segment_start) ||
+      (in_page == kLongPageHeader && segment_start)) {
+    return insert_lsn - in_page;
+  }
+  return insert_lsn;
+}
+
+// One worker's connection and tools. Used by its own thread only.
+class StateService::Worker {
+ public:
+  Worker(const StateServiceOptions& o, EventLog* log,
+         const std::function<void()>& request_keepalive)
+      : options_(o), log_(log), request_keepalive_(request_keepalive) {}
+
+  void ReadState(const StateQuery& q, InitialStateStream* stream);
+  void HandoffRv(const std::string& snapshot_text, uint64_t insert_lsn,
+                 const RvCallback& done);
+  void FreshRv(const RvCallback& done);
+
+ private:
+  bool Connect(std::string* error);
+  PgResult Query(const std::string& sql, const std::vector<std::string>& params,
+                 std::string* error);
+  bool ReadInsertLsn(uint64_t* lsn, std::string* error);
+  // Waits until the stream has passed every record begun before insert_lsn.
+  bool WaitPassed(uint64_t insert_lsn);
+  void Rollback() {
+    std::string ignored;
+    Query("ROLLBACK", {}, &ignored);
+  }
+  std::string StateSql(const StateQuery& q, std::vector<std::string>* params);
+
+  const StateServiceOptions& options_;
+  EventLog* const log_;
+  const std::function<void()>& request_keepalive_;
+  PgConn conn_;
+  uint64_t wal_block_size_ = 8192;
+  uint64_t wal_segment_size_ = 16u << 20;
+  EventBuilder builder_;
+};
+
+bool StateService::Worker::Connect(std::string* error) {
+  if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) return true;
+  conn_ = ConnectPg(options_.conninfo, false, options_.connect_timeout_seconds);
+  if (PQstatus(conn_.get()) != CONNECTION_OK) {
+    *error = "cannot connect to PostgreSQL: " +
+             ExplainPgError(PgError(conn_.get()));
+    conn_.reset();
+    return false;
+  }
+  PgResult r = PgQuery(conn_.get(),
+                       "SELECT current_setting('wal_block_size'), setting "
+                       "FROM pg_settings WHERE name = 'wal_segment_size'",
+                       {}, error);
+  if (!r) {
+    conn_.reset();
+    return false;
+  }
+  wal_block_size_ = std::stoull(PQgetvalue(r.get(), 0, 0));
+  wal_segment_size_ = std::stoull(PQgetvalue(r.get(), 0, 1));
+  return true;
+}
+
+PgResult StateService::Worker::Query(const std::string& sql,
+                                     const std::vector<std::string>& params,
+                                     std::string* error) {
+  PgResult r = PgQuery(conn_.get(), sql, params, error);
+  if (!r && PQstatus(conn_.get()) != CONNECTION_OK) conn_.reset();
+  return r;
+}
+
+bool StateService::Worker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
+  PgResult r = Query("SELECT pg_current_wal_insert_lsn()::text", {}, error);
+  if (!r) return false;
+  auto v = ParseLsn(PQgetvalue(r.get(), 0, 0));
+  if (!v) {
+    *error = "bad LSN from pg_current_wal_insert_lsn()";
+    return false;
+  }
+  *lsn = *v;
+  return true;
+}
+
+bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
+  uint64_t target =
+      RecordBoundaryBefore(insert_lsn, wal_block_size_, wal_segment_size_);
+  if (target == 0) return true;
+  struct Signal {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto signal = std::make_shared<Signal>();
+  log_->WaitForRv(target - 1, [signal] {
+    std::lock_guard<std::mutex> lock(signal->mu);
+    signal->done = true;
+    signal->cv.notify_all();
+  });
+  auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+  std::unique_lock<std::mutex> lock(signal->mu);
+  while (!signal->done) {
+    // The walsender reports its position in keepalives; ask for one rather
+    // than wait for the next (up to wal_sender_timeout/2 away).
+    request_keepalive_();
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    signal->cv.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+                                  std::chrono::milliseconds(100),
+                                  deadline - now));
+  }
+  return true;
+}
+
+std::string StateService::Worker::StateSql(const StateQuery& q,
+                                           std::vector<std::string>* params) {
+  const TableMapping& m = options_.mapping;
+  std::string sql = "SELECT ";
+  for (size_t i = 0; i < kMappedFieldCount; ++i) {
+    if (i) sql += ", ";
+    sql += QuoteIdent(m.columns[i]);
+    if (static_cast<MappedField>(i) == MappedField::kObject) sql += "::text";
+  }
+  sql += " FROM " + QuoteIdent(m.schema) + "." + QuoteIdent(m.table) +
+         " WHERE " + QuoteIdent(m.column(MappedField::kGroup)) + " = $1 AND " +
+         QuoteIdent(m.column(MappedField::kVersion)) + " = $2 AND " +
+         QuoteIdent(m.column(MappedField::kResource)) + " = $3";
+  *params = {q.group, q.version, q.resource};
+  if (!q.cluster.empty()) {
+    params->push_back(q.cluster);
+    sql += " AND " + QuoteIdent(m.column(MappedField::kCluster)) + " = $" +
+           std::to_string(params->size());
+  }
+  if (!q.ns.empty()) {
+    params->push_back(q.ns);
+    sql += " AND " + QuoteIdent(m.column(MappedField::kNamespace)) + " = $" +
+           std::to_string(params->size());
+  }
+  return sql;
+}
+
+void StateService::Worker::ReadState(const StateQuery& q,
+                                     InitialStateStream* stream) {
+  std::string err;
+  for (int attempt = 1;; ++attempt) {
+    if (stream->cancelled()) return;
+    if (!Connect(&err)) {
+      stream->Fail({500, "InternalError", err});
+      return;
+    }
+    if (!Query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", {}, &err)) {
+      stream->Fail({500, "InternalError", "cannot begin a snapshot: " + err});
+      return;
+    }
+    PgResult r = Query(
+        "SELECT pg_current_snapshot()::text, "
+        "pg_current_wal_insert_lsn()::text",
+        {}, &err);
+    EventLog::Snapshot snapshot;
+    std::optional<uint64_t> insert_lsn;
+    if (r) insert_lsn = ParseLsn(PQgetvalue(r.get(), 0, 1));
+    if (!r || !EventLog::ParseSnapshot(PQgetvalue(r.get(), 0, 0), &snapshot) ||
+        !insert_lsn) {
+      Rollback();
+      stream->Fail({500, "InternalError", "cannot read the snapshot: " + err});
+      return;
+    }
+    if (!WaitPassed(*insert_lsn)) {
+      Rollback();
+      stream->Fail({504, "Timeout",
+                    "walwatch has not caught up with the database (insert "
+                    "LSN " + FormatLsn(*insert_lsn) + ") in time; retry"});
+      return;
+    }
+    EventLog::HandoffResult h = log_->Handoff(snapshot, *insert_lsn);
+    if (h.status == EventLog::HandoffStatus::kRetry) {
+      Rollback();
+      if (attempt < options_.max_retries) continue;
+      stream->Fail({504, "Timeout",
+                    "commit order and snapshot visibility kept disagreeing; "
+                    "retry"});
+      return;
+    }
+    if (h.status == EventLog::HandoffStatus::kExpired) {
+      Rollback();
+      stream->Fail({410, "Expired",
+                    "a transaction running since before walwatch's retained "
+                    "log began is still open (snapshot xmin " +
+                        std::to_string(snapshot.xmin) +
+                        "); the state cannot be handed off exactly yet"});
+      return;
+    }
+    stream->Ready(h.rv);
+
+    std::vector<std::string> params;
+    std::string sql = "DECLARE walwatch_state NO SCROLL CURSOR FOR " +
+                      StateSql(q, &params);
+    if (!Query(sql, params, &err)) {
+      Rollback();
+      stream->Fail({500, "InternalError", "cannot read the state: " + err});
+      return;
+    }
+    std::string fetch = "FETCH FORWARD " +
+                        std::to_string(options_.rows_per_fetch) +
+                        " FROM walwatch_state";
+    for (;;) {
+      PgResult rows = Query(fetch, {}, &err);
+      if (!rows) {
+        Rollback();
+        stream->Fail({500, "InternalError", "cannot read the state: " + err});
+        return;
+      }
+      int n = PQntuples(rows.get());
+      if (n == 0) break;
+      Transaction txn;
+      txn.commit_lsn = h.rv;
+      txn.changes.resize(n);
+      for (int i = 0; i < n; ++i) {
+        RowChange& c = txn.changes[i];
+        c.action = Wal2JsonAction::kInsert;
+        c.lsn = 0;
+        c.columns.present = true;
+        for (size_t f = 0; f < kMappedFieldCount; ++f) {
+          ColumnValue& v = c.columns.fields[f];
+          if (PQgetisnull(rows.get(), i, static_cast<int>(f))) {
+            v.state = ColumnValue::State::kNull;
+            continue;
+          }
+          v.state = ColumnValue::State::kValue;
+          const char* text = PQgetvalue(rows.get(), i, static_cast<int>(f));
+          size_t len = PQgetlength(rows.get(), i, static_cast<int>(f));
+          v.text.reserve(len + 64);  // simdjson's padding
+          v.text.assign(text, len);
+        }
+      }
+      EventBuilder::Result built;
+      builder_.Build(txn, h.rv, &built);
+      for (const std::string& e : built.errors) {
+        LogError("a row of the state could not become an event",
+                 {{"error", e}});
+      }
+      if (!built.events.empty() && !stream->Push(std::move(built.events))) {
+        Rollback();  // the watcher went away
+        return;
+      }
+    }
+    Rollback();  // read-only: nothing to commit
+    stream->Finish();
+    return;
+  }
+}
+
+void StateService::Worker::HandoffRv(const std::string& snapshot_text,
+                                     uint64_t insert_lsn,
+                                     const RvCallback& done) {
+  EventLog::Snapshot snapshot;
+  if (!EventLog::ParseSnapshot(snapshot_text, &snapshot)) {
+    StateError e{400, "BadRequest",
+                 "snapshot \"" + snapshot_text.substr(0, 64) +
+                     "\" is not pg_current_snapshot()'s xmin:xmax:xip form"};
+    done(0, &e);
+    return;
+  }
+  std::string err;
+  if (insert_lsn == 0) {
+    if (!Connect(&err) || !ReadInsertLsn(&insert_lsn, &err)) {
+      StateError e{500, "InternalError", err};
+      done(0, &e);
+      return;
+    }
+  }
+  if (!WaitPassed(insert_lsn)) {
+    StateError e{504, "Timeout",
+                 "walwatch has not caught up with LSN " +
+                     FormatLsn(insert_lsn) + " in time; retry"};
+    done(0, &e);
+    return;
+  }
+  EventLog::HandoffResult h = log_->Handoff(snapshot, insert_lsn);
+  switch (h.status) {
+    case EventLog::HandoffStatus::kExact:
+      done(h.rv, nullptr);
+      return;
+    case EventLog::HandoffStatus::kRetry: {
+      StateError e{409, "Conflict",
+                   "commit order and snapshot visibility disagree near this "
+                   "snapshot: list again in a new snapshot"};
+      done(0, &e);
+      return;
+    }
+    case EventLog::HandoffStatus::kExpired: {
+      StateError e{410, "Expired",
+                   "the snapshot is older than walwatch's retained log: list "
+                   "again in a new snapshot"};
+      done(0, &e);
+      return;
+    }
+  }
+}
+
+void StateService::Worker::FreshRv(const RvCallback& done) {
+  std::string err;
+  uint64_t lsn = 0;
+  if (!Connect(&err) || !ReadInsertLsn(&lsn, &err)) {
+    StateError e{500, "InternalError", err};
+    done(0, &e);
+    return;
+  }
+  if (!WaitPassed(lsn)) {
+    StateError e{504, "Timeout",
+                 "walwatch has not caught up with LSN " + FormatLsn(lsn) +
+                     " in time; retry"};
+    done(0, &e);
+    return;
+  }
+  done(log_->current_rv(), nullptr);
+}
+
+StateService::StateService(StateServiceOptions options, EventLog* log,
+                           std::function<void()> request_keepalive)
+    : options_(std::move(options)),
+      log_(log),
+      request_keepalive_(std::move(request_keepalive)) {
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    threads_.emplace_back([this, i] { WorkerLoop(i); });
+  }
+}
+
+StateService::~StateService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void StateService::Post(std::function<void(Worker&)> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void StateService::WorkerLoop(int index) {
+  Worker worker(options_, log_, request_keepalive_);
+  for (;;) {
+    std::function<void(Worker&)> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job(worker);
+  }
+}
+
+void StateService::ReadState(const StateQuery& query,
+                             std::shared_ptr<InitialStateStream> stream) {
+  Post([query, stream](Worker& w) { w.ReadState(query, stream.get()); });
+}
+
+void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
+                             RvCallback done) {
+  Post([snapshot, insert_lsn, done](Worker& w) {
+    w.HandoffRv(snapshot, insert_lsn, done);
+  });
+}
+
+void StateService::FreshRv(RvCallback done) {
+  Post([done](Worker& w) { w.FreshRv(done); });
+}
+
+}  // namespace walwatch

@@ -1,0 +1,84 @@
+// StateService implements StateSource on PostgreSQL: a few worker threads,
+// each with its own ordinary connection, read states in REPEATABLE READ
+// snapshots and hand them off to the stream exactly (DESIGN.md, "exact or
+// retry"):
+//   1. BEGIN REPEATABLE READ; SELECT pg_current_snapshot(),
+//      pg_current_wal_insert_lsn()  -> S, L
+//   2. wait until the replication stream has passed L (asking the walsender
+//      for a keepalive), at most `catch_up_timeout`;
+//   3. EventLog::Handoff(S, L) -> the exact RV P, or retry with a new
+//      snapshot, or expired;
+//   4. read the rows in S through a cursor, as ADDED events carrying P.
+//
+// Thread safety: the StateSource methods may be called from any thread;
+// callbacks run on a worker thread. The EventLog must outlive the service.
+#ifndef WALWATCH_CDC_STATE_SERVICE_H_
+#define WALWATCH_CDC_STATE_SERVICE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "schema/table_mapping.h"
+#include "watchserver/state_source.h"
+
+namespace walwatch {
+
+class EventLog;
+
+struct StateServiceOptions {
+  std::string conninfo;
+  TableMapping mapping;
+  int connect_timeout_seconds = 10;
+  int workers = 2;
+  // How long to wait for the stream to pass a snapshot's insert LSN.
+  std::chrono::milliseconds catch_up_timeout{3000};
+  // Snapshots retried when commit order and visibility disagree.
+  int max_retries = 5;
+  size_t rows_per_fetch = 500;
+};
+
+class StateService : public StateSource {
+ public:
+  // `request_keepalive` asks the replication thread for a fresh keepalive.
+  StateService(StateServiceOptions options, EventLog* log,
+               std::function<void()> request_keepalive);
+  ~StateService() override;  // stops and joins the workers
+
+  void ReadState(const StateQuery& query,
+                 std::shared_ptr<InitialStateStream> stream) override;
+  void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
+                 RvCallback done) override;
+  void FreshRv(RvCallback done) override;
+
+ private:
+  class Worker;
+  void Post(std::function<void(Worker&)> job);
+  void WorkerLoop(int index);
+
+  const StateServiceOptions options_;
+  EventLog* const log_;
+  const std::function<void()> request_keepalive_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void(Worker&)>> jobs_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                          // GUARDED_BY(mu_)
+  std::vector<std::thread> threads_;
+};
+
+// The position the stream must pass before every record that began before
+// `insert_lsn` has been decoded: pg_current_wal_insert_lsn() points past a
+// page header when it sits at the start of a page, where no record can
+// begin. Exposed for tests.
+uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
+                              uint64_t wal_segment_size);
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_CDC_STATE_SERVICE_H_

@@ -1,0 +1,108 @@
+#include "watchserver/state_source.h"
+
+namespace walwatch {
+
+void InitialStateStream::NotifyLocked(
+    std::vector<std::function<void()>>* wake) {
+  if (wake_) {
+    wake->push_back(std::move(wake_));
+    wake_ = nullptr;
+  }
+}
+
+void InitialStateStream::Ready(uint64_t rv) {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_ = true;
+    rv_ = rv;
+    NotifyLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+bool InitialStateStream::Push(std::vector<EventPtr> events) {
+  size_t bytes = 0;
+  for (const auto& e : events) bytes += e->MemoryBytes();
+  std::vector<std::function<void()>> wake;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Admit a batch whenever the queue is empty, so one batch larger than
+    // the bound still passes.
+    space_.wait(lock, [&] {
+      return cancelled_ || queue_.empty() ||
+             queued_bytes_ + bytes <= max_queued_bytes_;
+    });
+    if (cancelled_) return false;
+    for (auto& e : events) queue_.push_back(std::move(e));
+    queued_bytes_ += bytes;
+    NotifyLocked(&wake);
+  }
+  for (auto& w : wake) w();
+  return true;
+}
+
+void InitialStateStream::Finish() {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    NotifyLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+void InitialStateStream::Fail(StateError error) {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_ = true;
+    error_ = std::move(error);
+    NotifyLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+void InitialStateStream::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    wake_ = nullptr;
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
+  space_.notify_all();
+}
+
+bool InitialStateStream::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+InitialStateStream::Taken InitialStateStream::Take(
+    std::vector<EventPtr>* out, std::function<void()> wake) {
+  Taken t;
+  bool freed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bool news = !queue_.empty() || failed_ || (ready_ && !reported_ready_) ||
+                (finished_ && queue_.empty());
+    while (!queue_.empty()) {
+      out->push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      freed = true;
+    }
+    queued_bytes_ = 0;
+    t.ready = ready_;
+    t.rv = rv_;
+    t.finished = finished_;
+    t.failed = failed_;
+    t.error = error_;
+    if (ready_) reported_ready_ = true;
+    if (!news && !finished_ && !failed_) wake_ = std::move(wake);
+  }
+  if (freed) space_.notify_all();
+  return t;
+}
+
+}  // namespace walwatch

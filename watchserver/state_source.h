@@ -1,0 +1,120 @@
+// StateSource is what the HTTP layer asks of PostgreSQL: the current state of
+// a resource (for a watch without resourceVersion, or WatchList), and the RV
+// that continues an APIServer's own SQL list. cdc/state_service.h implements
+// it; tests may substitute their own.
+//
+// Every answer rests on one rule, "exact or retry" (DESIGN.md): the RV given
+// with a state is the exact position from which the watch stream continues
+// that state, so nothing is lost or doubled between the two.
+#ifndef WALWATCH_WATCHSERVER_STATE_SOURCE_H_
+#define WALWATCH_WATCHSERVER_STATE_SOURCE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "watchserver/event.h"
+
+namespace walwatch {
+
+// A failure the HTTP layer turns into a Kubernetes Status.
+struct StateError {
+  int code = 500;             // 409 retry, 410 expired, 504 timeout, 500
+  std::string reason;         // Conflict, Expired, Timeout, InternalError
+  std::string message;
+};
+
+// Which rows make up the state: one resource, optionally one cluster and one
+// namespace. Selectors are applied by the session on the events.
+struct StateQuery {
+  std::string group, version, resource;
+  std::string cluster;    // empty: all clusters
+  std::string ns;         // empty: all namespaces
+};
+
+// InitialStateStream carries one state read from the worker that reads it to
+// the session that sends it, with bounded memory: Push blocks while too much
+// is queued.
+//
+// Producer (a worker thread): Ready(rv) first, then Push()*, then Finish();
+// or Fail() at any point. Consumer (a session strand): Take() with a wake-up.
+// Thread safety: all methods may be called from any thread.
+class InitialStateStream {
+ public:
+  explicit InitialStateStream(size_t max_queued_bytes)
+      : max_queued_bytes_(max_queued_bytes) {}
+
+  // Producer. The live stream continues after `rv`; initial events carry it.
+  void Ready(uint64_t rv);
+  // Producer. Returns false if the consumer cancelled: stop reading.
+  bool Push(std::vector<EventPtr> events);
+  void Finish();
+  void Fail(StateError error);
+
+  // Consumer. Abandons the stream; a blocked Push returns false.
+  void Cancel();
+  bool cancelled() const;
+
+  struct Taken {
+    bool ready = false;     // rv is known
+    uint64_t rv = 0;
+    bool finished = false;  // every event has been taken
+    bool failed = false;
+    StateError error;
+  };
+  // Moves the queued events into *out and reports the state. If nothing new
+  // is there (no events, no change of state), `wake` is kept and called once
+  // when something arrives; it must only post to the consumer's strand.
+  Taken Take(std::vector<EventPtr>* out, std::function<void()> wake);
+
+ private:
+  void NotifyLocked(std::vector<std::function<void()>>* wake);
+
+  const size_t max_queued_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable space_;
+  std::deque<EventPtr> queue_;   // GUARDED_BY(mu_)
+  size_t queued_bytes_ = 0;      // GUARDED_BY(mu_)
+  bool ready_ = false;           // GUARDED_BY(mu_)
+  uint64_t rv_ = 0;              // GUARDED_BY(mu_)
+  bool finished_ = false;        // GUARDED_BY(mu_)
+  bool failed_ = false;          // GUARDED_BY(mu_)
+  bool cancelled_ = false;       // GUARDED_BY(mu_)
+  bool reported_ready_ = false;  // GUARDED_BY(mu_)
+  StateError error_;             // GUARDED_BY(mu_)
+  std::function<void()> wake_;   // GUARDED_BY(mu_)
+};
+
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+
+  // Reads the state of `query` in one snapshot and streams it, as ADDED
+  // events carrying the handoff RV, into `stream`. Returns at once; the work
+  // happens on another thread.
+  virtual void ReadState(const StateQuery& query,
+                         std::shared_ptr<InitialStateStream> stream) = 0;
+
+  using RvCallback = std::function<void(uint64_t rv, const StateError* err)>;
+
+  // The RV from which a watch continues a list read in `snapshot`
+  // (pg_current_snapshot()'s text). `insert_lsn` is
+  // pg_current_wal_insert_lsn() read in the list's transaction after the
+  // snapshot, or 0 to have walwatch read a later one itself. `done` is
+  // called once, from another thread.
+  virtual void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
+                         RvCallback done) = 0;
+
+  // An RV at least as new as the database at the time of the call: waits
+  // until the stream has passed pg_current_wal_insert_lsn().
+  virtual void FreshRv(RvCallback done) = 0;
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_STATE_SOURCE_H_
