@@ -13,7 +13,7 @@ all:
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target walwatch
 
 run:
-	tests/tools/run-demo.sh $(WATCH)
+	tests/tools/run-demo.sh '$(WATCH)'
 
 test:
 	tests/tools/run-tests.sh
