@@ -242,6 +242,10 @@ class WalwatchTest : public PgDatabaseTest {
       ADD_FAILURE() << ready.message();
       return nullptr;
     }
+    // A transaction on another table that both slots decode, so that the
+    // test's first transaction has a previous commit walwatch has seen too.
+    db().Exec("CREATE TABLE IF NOT EXISTS walwatch_it_warmup (x int)");
+    db().Exec("INSERT INTO walwatch_it_warmup VALUES (1)");
     return &p;
   }
   WalwatchProcess* StartWalwatch() { return StartWalwatch(DefaultOptions()); }

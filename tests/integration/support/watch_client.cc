@@ -1,6 +1,8 @@
 #include "tests/integration/support/watch_client.h"
 
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
@@ -180,7 +182,9 @@ WatchClient::~WatchClient() = default;
   }
 
   impl_->parser.emplace();
-  impl_->parser->body_limit(boost::none);
+  // Not boost::none: Boost 1.74 compares a Content-Length against the
+  // optional itself, and every length is "greater" than none.
+  impl_->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
   impl_->on_chunk_body = [this](uint64_t /*remain*/, beast::string_view body,
                                 beast::error_code& /*ec*/) {
     pending_.append(body.data(), body.size());
