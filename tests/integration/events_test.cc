@@ -110,19 +110,22 @@ TEST_F(EventsTest, UidChangeGivesDeletedOldThenAddedNew) {
   new_pod.spec["nodeName"] = "node-9";
   uint64_t x = UpdateRow(db(), new_pod);
   uint64_t c = observer().CommitLsn(x);
-  uint64_t c_prev = observer().PreviousCommitLsn(x);
 
-  WatchEvent deleted, added;
-  ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
-  ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
+  std::vector<WatchEvent> got;
+  ASSERT_TRUE(ReadEvents(watch, 2, &got, In(kEventWait)));
+  const WatchEvent& deleted = got[0];
+  const WatchEvent& added = got[1];
   EXPECT_EQ(deleted.type, "DELETED");
   EXPECT_EQ(added.type, "ADDED");
+  EXPECT_TRUE(WireStartsWith(deleted, "DELETED"));
+  EXPECT_TRUE(WireStartsWith(added, "ADDED"));
   // Two events of one transaction: the first carries the previous commit,
   // the last carries this transaction's commit.
-  EXPECT_EQ(deleted.rv(), c_prev);
-  EXPECT_EQ(added.rv(), c);
-  EXPECT_EQ(deleted.object, old_pod.Expected(c_prev)) << deleted.raw;
+  ExpectTransactionRvs(observer(), x, got, 0, 2);
+  EXPECT_EQ(deleted.object, old_pod.Expected(deleted.rv())) << deleted.raw;
   EXPECT_EQ(added.object, new_pod.Expected(c)) << added.raw;
+  EXPECT_EQ(deleted.member_rv(), "100");
+  EXPECT_EQ(added.member_rv(), "500");
 }
 
 TEST_F(EventsTest, EventRecordingUpdateGivesNoEvent) {
@@ -197,14 +200,13 @@ TEST_F(EventsTest, ToastOmittedObjectIsTakenFromTheOldRow) {
       "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
   ASSERT_EQ(observer().UpdateCarriesObject(x_ns), std::vector<bool>{false});
   {
-    WatchEvent deleted, added;
-    ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
-    ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
-    EXPECT_EQ(deleted.type, "DELETED") << deleted.raw.substr(0, 300);
-    EXPECT_EQ(added.type, "ADDED") << added.raw.substr(0, 300);
-    EXPECT_EQ(deleted.object,
-              big.Expected(observer().PreviousCommitLsn(x_ns)));
-    EXPECT_EQ(added.object, big.Expected(observer().CommitLsn(x_ns)));
+    std::vector<WatchEvent> got;
+    ASSERT_TRUE(ReadEvents(watch, 2, &got, In(kEventWait)));
+    EXPECT_EQ(got[0].type, "DELETED") << got[0].raw.substr(0, 300);
+    EXPECT_EQ(got[1].type, "ADDED") << got[1].raw.substr(0, 300);
+    ExpectTransactionRvs(observer(), x_ns, got, 0, 2);
+    EXPECT_EQ(got[0].object, big.Expected(got[0].rv()));
+    EXPECT_EQ(got[1].object, big.Expected(observer().CommitLsn(x_ns)));
   }
 
   // 3. The uid changes, the object does not: DELETED then ADDED, both full.
@@ -212,13 +214,14 @@ TEST_F(EventsTest, ToastOmittedObjectIsTakenFromTheOldRow) {
       "UPDATE resources SET uid = 'uid-renewed', synced_at = now() "
       "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));
   ASSERT_EQ(observer().UpdateCarriesObject(x_uid), std::vector<bool>{false});
-  WatchEvent deleted, added;
-  ASSERT_TRUE(watch.NextEvent(&deleted, In(kEventWait)));
-  ASSERT_TRUE(watch.NextEvent(&added, In(kEventWait)));
-  EXPECT_EQ(deleted.type, "DELETED");
-  EXPECT_EQ(added.type, "ADDED");
-  EXPECT_EQ(deleted.object, big.Expected(observer().PreviousCommitLsn(x_uid)));
-  EXPECT_EQ(added.object, big.Expected(observer().CommitLsn(x_uid)));
+  std::vector<WatchEvent> got;
+  ASSERT_TRUE(ReadEvents(watch, 2, &got, In(kEventWait)));
+  EXPECT_EQ(got[0].type, "DELETED");
+  EXPECT_EQ(got[1].type, "ADDED");
+  ExpectTransactionRvs(observer(), x_uid, got, 0, 2);
+  EXPECT_EQ(got[0].object, big.Expected(got[0].rv()));
+  // Only the uid column changed; the object (and its metadata.uid) did not.
+  EXPECT_EQ(got[1].object, big.Expected(observer().CommitLsn(x_uid)));
 }
 
 TEST_F(EventsTest, WatchSeesOnlyItsResourceNamespaceAndCluster) {

@@ -187,6 +187,46 @@ inline std::string Describe(const std::vector<WatchEvent>& events) {
   return s;
 }
 
+// Checks the RV rule for the `n` events `events[first..first+n)` of
+// transaction `xid` (schema/PROTOCOL.md, "resourceVersion"): the last event
+// carries the transaction's commit LSN; the others the commit LSN of the
+// transaction before it. The latter is checked in two steps: first what
+// resuming needs (previous commit <= rv < commit, so a resume from it gets
+// the transaction again whole), then the documented exact value.
+inline void ExpectTransactionRvs(CommitObserver& observer, uint64_t xid,
+                          const std::vector<WatchEvent>& events, size_t first,
+                          size_t n) {
+  uint64_t commit = observer.CommitLsn(xid);
+  uint64_t previous = observer.PreviousCommitLsn(xid);
+  std::string txn = "transaction " + std::to_string(xid) + " (" +
+                    std::to_string(n) + " events), commit " +
+                    FormatLsn(commit) + " = " + std::to_string(commit) +
+                    ", previous commit " + FormatLsn(previous) + " = " +
+                    std::to_string(previous);
+  ASSERT_GE(events.size(), first + n);
+  EXPECT_EQ(events[first + n - 1].rv(), commit)
+      << "last event of " << txn << ": " << events[first + n - 1].name();
+  size_t out_of_range = 0, not_previous = 0;
+  std::string first_bad;
+  for (size_t i = first; i + 1 < first + n; ++i) {
+    uint64_t rv = events[i].rv();
+    if (rv < previous || rv >= commit) {
+      if (out_of_range++ == 0) {
+        first_bad = events[i].name() + " rv " + std::to_string(rv);
+      }
+    }
+    if (rv != previous) ++not_previous;
+  }
+  EXPECT_EQ(out_of_range, 0u)
+      << "events before the last of " << txn
+      << " must carry an RV in [previous commit, commit); first bad: "
+      << first_bad;
+  EXPECT_EQ(not_previous, 0u)
+      << not_previous << " event(s) before the last of " << txn
+      << " do not carry the previous transaction's commit LSN (e.g. "
+      << events[first].name() << " rv " << events[first].rv() << ")";
+}
+
 // Fixture: a database (PgDatabaseTest) plus walwatch processes on it, each
 // with its own slot and socket in the test's temporary directory.
 class WalwatchTest : public PgDatabaseTest {
