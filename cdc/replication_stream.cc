@@ -313,6 +313,7 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
       uint64_t data_start = ReadBe64(buf + 1);
       stats->server_wal_end = ReadBe64(buf + 9);
       stats->received_lsn = data_start;
+      if (data_start > stats->decoded_lsn) stats->decoded_lsn = data_start;
       stats->bytes_received += len;
       last_received = std::max(last_received, data_start);
       std::string_view payload(buf + 25, len - 25);
@@ -350,6 +351,9 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
       // A keepalive's walEnd is where the walsender has decoded to: every
       // commit record before it has been sent, and the next one starts at
       // or after it. Between transactions, the stream has passed walEnd-1.
+      if (!assembler.in_transaction() && wal_end > stats->decoded_lsn) {
+        stats->decoded_lsn = wal_end;
+      }
       if (!assembler.in_transaction() && wal_end > 0 &&
           wal_end - 1 > log->current_rv()) {
         log->AdvanceCurrentRv(wal_end - 1);
@@ -378,7 +382,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         if (!ok) return StreamEnd::kError;
         // A large transaction arrives as a long run of messages: keep
         // reporting status while it does.
-        if (Clock::now() >= next_status && !SendStatus(false, error)) {
+        if (Clock::now() >= next_status && !SendStatus(true, error)) {
           return StreamEnd::kError;
         }
         if (stop.load(std::memory_order_relaxed)) return StreamEnd::kStopped;
@@ -400,7 +404,9 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     }
     auto now = Clock::now();
     if (now >= next_status) {
-      if (!SendStatus(false, error)) return StreamEnd::kError;
+      // Ask for a keepalive each time: its walEnd moves the current RV and
+      // the known-decoded position while the table is idle.
+      if (!SendStatus(true, error)) return StreamEnd::kError;
       now = Clock::now();
     }
     int timeout_ms = static_cast<int>(

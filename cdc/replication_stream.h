@@ -54,6 +54,9 @@ struct ReplicationStats {
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.
   std::atomic<uint64_t> received_lsn{0};     // last XLogData start
+  // How far the stream is known complete: the last XLogData start, or a
+  // keepalive's walEnd received between transactions.
+  std::atomic<uint64_t> decoded_lsn{0};
   std::atomic<uint64_t> server_wal_end{0};   // from the latest message
   std::atomic<uint64_t> confirmed_lsn{0};    // last flush position sent
   std::atomic<int64_t> last_commit_time_us{0};

@@ -375,6 +375,81 @@ const Flag kFlags[] = {
      [](const Config& c) { return FormatDuration(c.too_large_rv_wait); }, false,
      true},
 
+    {"max-watcher-backlog", Group::kServing, "SIZE",
+     "Most unsent event bytes a watcher may lag behind the newest event; a "
+     "slower watcher ends with 410 Expired and must relist. At least 64Ki.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseSize(t, &n) || static_cast<size_t>(n) != n) {
+         return "expected a size such as 64Mi";
+       }
+       if (n < 64 * 1024) return "must be at least 64Ki";
+       c->max_watcher_backlog_bytes = static_cast<size_t>(n);
+       return "";
+     },
+     [](const Config& c) { return FormatSize(c.max_watcher_backlog_bytes); },
+     false, true},
+    {"metrics-address", Group::kServing, "HOST:PORT",
+     "Serve Prometheus /metrics and the probes /healthz, /livez and /readyz "
+     "over TCP here; use the pod IP or 0.0.0.0:9187 to be scraped from "
+     "outside the pod. Empty: not served.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (!t.empty() && t.rfind(':') == std::string_view::npos) {
+         return "expected HOST:PORT such as 127.0.0.1:9187";
+       }
+       c->metrics_address = t;
+       return "";
+     },
+     [](const Config& c) { return c.metrics_address; }, false, true},
+    {"ready-max-lag", Group::kServing, "SIZE",
+     "/readyz fails while PostgreSQL's WAL is more than this ahead of what "
+     "walwatch has decoded.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseSize(t, &c->ready_max_lag_bytes)
+                  ? ""
+                  : "expected a size such as 16Mi";
+     },
+     [](const Config& c) { return FormatSize(c.ready_max_lag_bytes); }, false,
+     true},
+    {"state-workers", Group::kPostgreSql, "N",
+     "Threads, each with its own connection, that read initial states and "
+     "answer list handoffs; 1 to 64.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseUnsigned(t, &n) || n < 1 || n > 64) {
+         return "expected an integer from 1 to 64";
+       }
+       c->state_workers = static_cast<int>(n);
+       return "";
+     },
+     [](const Config& c) { return std::to_string(c.state_workers); }, true,
+     true},
+    {"retained-wal-warn", Group::kPostgreSql, "SIZE",
+     "Log a warning when the replication slot retains more WAL than this.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseSize(t, &c->retained_wal_warn_bytes)
+                  ? ""
+                  : "expected a size such as 1Gi";
+     },
+     [](const Config& c) { return FormatSize(c.retained_wal_warn_bytes); },
+     false, true},
+
+    // Event log.
+    {"replay-window", Group::kEventLog, "DURATION",
+     "After a restart the slot re-sends this much history, so watches with "
+     "an RV inside it continue without 410. Longer keeps more WAL on the "
+     "server.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseDuration(t, &c->replay_window) ? "" : kExpectDuration;
+     },
+     [](const Config& c) { return FormatDuration(c.replay_window); }, false,
+     true},
     // Event log.
     {"max-log-bytes", Group::kEventLog, "SIZE",
      "Memory budget of the in-memory event log; at least 1Mi. A watch that "

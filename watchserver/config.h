@@ -66,9 +66,30 @@ struct Config {
   // for the stream to catch up before it is answered "too large".
   std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};
 
+  // Most unsent event bytes a watcher may fall behind the log's tail
+  // before it is ended with 410 (a slow watcher): at least 64Ki.
+  size_t max_watcher_backlog_bytes = size_t{64} << 20;
+  // Prometheus /metrics and /healthz, /livez, /readyz, on TCP
+  // ("HOST:PORT"). Empty: not served.
+  std::string metrics_address = "127.0.0.1:9187";
+  // /readyz fails while PostgreSQL's WAL is more than this ahead of what
+  // walwatch has decoded.
+  uint64_t ready_max_lag_bytes = uint64_t{16} << 20;
+
+  // PostgreSQL, continued.
+  // Threads (each with a connection) that read initial states and answer
+  // handoffs: 1..64.
+  int state_workers = 4;
+  // A warning is logged when the slot retains more WAL than this.
+  uint64_t retained_wal_warn_bytes = uint64_t{1} << 30;
+
   // Event log.
   // Memory budget of the event log in bytes: at least 1Mi.
   size_t max_log_bytes = size_t{256} << 20;
+  // After a restart, the slot re-sends the transactions of this window, so
+  // watches with an RV inside it continue without a 410. Longer windows keep
+  // more WAL on the server.
+  std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
 
   // Logging.
   LogLevel log_level = LogLevel::kInfo;

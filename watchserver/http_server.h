@@ -20,7 +20,9 @@
 namespace walwatch {
 
 class EventLog;
+class Metrics;
 class ResourceCatalog;
+class StateSource;
 
 struct HttpServerOptions {
   std::string socket_path;       // required
@@ -35,6 +37,15 @@ struct HttpServerOptions {
   size_t max_write_bytes = 256 * 1024;
   // Bound on the request header size; larger requests get 431.
   size_t max_header_bytes = 16 * 1024;
+  // A watcher whose unsent bytes (events from its cursor to the log's tail)
+  // pass this ends with 410 Expired: a slow watcher never holds events
+  // hostage and never skips any silently.
+  size_t max_backlog_bytes = size_t{64} << 20;
+  // Initial state, list handoffs and fresh RVs. Not owned; may be null (then
+  // those requests get 503).
+  StateSource* state = nullptr;
+  // Not owned; may be null.
+  Metrics* metrics = nullptr;
 };
 
 class HttpServer {

@@ -171,7 +171,7 @@ void Log(LogLevel level, std::string_view msg,
     line += ',';
     AppendJsonString(&line, f.key);
     line += ':';
-    if (f.is_number && IsJsonNumber(f.value)) {
+    if (f.is_raw || (f.is_number && IsJsonNumber(f.value))) {
       line += f.value;
     } else {
       AppendJsonString(&line, f.value);  // Includes NaN and infinities.

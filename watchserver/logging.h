@@ -27,9 +27,17 @@ struct LogField {
       : key(k), value(std::to_string(v)), is_number(true) {}
   LogField(std::string_view k, double v)
       : key(k), value(std::to_string(v)), is_number(true) {}
+  // A value that is already JSON (an object, say), written as it is.
+  static LogField Raw(std::string_view k, std::string json) {
+    LogField f(k, std::string_view());
+    f.value = std::move(json);
+    f.is_raw = true;
+    return f;
+  }
   std::string key;
   std::string value;
   bool is_number = false;
+  bool is_raw = false;
 };
 
 void SetLogLevel(LogLevel level);

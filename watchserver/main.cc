@@ -17,11 +17,15 @@
 
 #include "cdc/lsn.h"
 #include "cdc/replication_stream.h"
+#include "cdc/slot_monitor.h"
+#include "cdc/state_service.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/logging.h"
+#include "watchserver/metrics.h"
+#include "watchserver/ops_server.h"
 #include "watchserver/resource_catalog.h"
 
 extern char** environ;
@@ -48,6 +52,105 @@ std::string LoadMapping(const Config& config, TableMapping* mapping) {
   return "";
 }
 
+void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
+                     const EventLog& log, const SlotMonitor& monitor) {
+  const ReplicationStats& s = replication.stats();
+  auto counter = [m](const char* name, const char* help,
+                     const std::atomic<uint64_t>& v) {
+    m->AddCounter(name, help, [&v] { return static_cast<double>(v.load()); });
+  };
+  m->AddLabeledCounter("walwatch_events_decoded_total",
+                       "Watch events built from the replication stream, by type.",
+                       "type", "ADDED",
+                       [&s] { return static_cast<double>(s.events_added.load()); });
+  m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "MODIFIED",
+                       [&s] { return static_cast<double>(s.events_modified.load()); });
+  m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "DELETED",
+                       [&s] { return static_cast<double>(s.events_deleted.load()); });
+  counter("walwatch_transactions_total",
+          "Transactions of the mapped table decoded.", s.transactions);
+  counter("walwatch_duplicate_transactions_total",
+          "Transactions the server sent again after a reconnect, dropped.",
+          s.duplicate_transactions);
+  counter("walwatch_unchanged_updates_total",
+          "UPDATEs that changed nothing a watcher sees (no event).",
+          s.unchanged_updates);
+  counter("walwatch_decode_errors_total",
+          "wal2json messages that could not be decoded.", s.decode_errors);
+  counter("walwatch_row_errors_total",
+          "Rows that could not become watch events.", s.row_errors);
+  counter("walwatch_reconnects_total",
+          "Successful reconnections to PostgreSQL.", s.reconnects);
+  counter("walwatch_slot_recreations_total",
+          "Times the replication slot was lost and recreated.",
+          s.slot_recreations);
+  counter("walwatch_barriers_total",
+          "TRUNCATEs, lost slots and oversized transactions that ended every "
+          "watch with 410.",
+          s.barriers);
+  counter("walwatch_received_bytes_total",
+          "Bytes of replication messages received.", s.bytes_received);
+  m->AddGauge("walwatch_replication_streaming",
+              "1 while the replication stream is open.",
+              [&replication] { return replication.streaming() ? 1.0 : 0.0; });
+  m->AddGauge("walwatch_replication_lag_bytes",
+              "PostgreSQL's WAL position minus the position walwatch has "
+              "decoded.",
+              [&s, &monitor] {
+                uint64_t server = monitor.server_wal_lsn();
+                uint64_t decoded = s.decoded_lsn.load();
+                return server > decoded ? double(server - decoded) : 0.0;
+              });
+  m->AddGauge("walwatch_replication_lag_seconds",
+              "Seconds since the commit of the last transaction received, "
+              "while WAL remains to be decoded; 0 when caught up.",
+              [&s, &monitor] {
+                uint64_t server = monitor.server_wal_lsn();
+                int64_t commit = s.last_commit_time_us.load();
+                if (server <= s.decoded_lsn.load() || commit == 0) return 0.0;
+                int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+                return std::max(0.0, (now - commit) / 1e6);
+              });
+  m->AddGauge("walwatch_last_commit_timestamp_seconds",
+              "Commit time of the last transaction received (Unix seconds).",
+              [&s] { return s.last_commit_time_us.load() / 1e6; });
+  m->AddGauge("walwatch_confirmed_flush_lsn",
+              "The flush position last confirmed to PostgreSQL.",
+              [&s] { return static_cast<double>(s.confirmed_lsn.load()); });
+  m->AddGauge("walwatch_slot_retained_wal_bytes",
+              "WAL the replication slot keeps on the server (current WAL "
+              "position minus restart_lsn).",
+              [&monitor] { return static_cast<double>(monitor.retained_bytes()); });
+  for (const char* status :
+       {"reserved", "extended", "unreserved", "lost", "missing"}) {
+    m->AddLabeledGauge("walwatch_slot_wal_status",
+                       "1 for the slot's current wal_status.", "status", status,
+                       [&monitor, status] {
+                         return monitor.wal_status() == status ? 1.0 : 0.0;
+                       });
+  }
+  m->AddGauge("walwatch_event_log_bytes", "Bytes held by the event log.",
+              [&log] { return static_cast<double>(log.GetStats().bytes); });
+  m->AddGauge("walwatch_event_log_events", "Events held by the event log.",
+              [&log] { return static_cast<double>(log.GetStats().events); });
+  m->AddGauge("walwatch_event_log_oldest_rv",
+              "resourceVersion of the oldest event retained.",
+              [&log] { return static_cast<double>(log.GetStats().oldest_rv); });
+  m->AddGauge("walwatch_event_log_floor_rv",
+              "Watches may resume from this resourceVersion or newer.",
+              [&log] { return static_cast<double>(log.floor_rv()); });
+  m->AddGauge("walwatch_current_rv",
+              "The newest resourceVersion: the stream has passed it.",
+              [&log] { return static_cast<double>(log.current_rv()); });
+  m->AddCounter("walwatch_event_log_evicted_transactions_total",
+                "Transactions evicted from the event log to respect its bound.",
+                [&log] {
+                  return static_cast<double>(log.GetStats().evicted_transactions);
+                });
+}
+
 int Main(int argc, char** argv) {
   Config config;
   std::string err = ParseConfig(argc, argv, environ, &config);
@@ -60,7 +163,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   SetLogLevel(config.log_level);
-  LogInfo("starting walwatch", {{"config", ConfigToJson(config)}});
+  LogInfo("starting walwatch",
+          {LogField::Raw("config", ConfigToJson(config))});
 
   ReplicationOptions repl_options;
   repl_options.conninfo = config.conninfo;
@@ -71,6 +175,7 @@ int Main(int argc, char** argv) {
   // One transaction may hold at most half the log, so that it fits beside
   // what watchers are still reading.
   repl_options.max_transaction_bytes = config.max_log_bytes / 2;
+  repl_options.replay_window = config.replay_window;
   if (std::string e = LoadMapping(config, &repl_options.mapping); !e.empty()) {
     return Fatal(e);
   }
@@ -86,15 +191,59 @@ int Main(int argc, char** argv) {
   EventLog log(config.max_log_bytes, start.floor_rv);
   log.SetClassifiableFromXid(start.next_xid);
 
+  StateServiceOptions state_options;
+  state_options.conninfo = config.conninfo;
+  state_options.mapping = repl_options.mapping;
+  state_options.connect_timeout_seconds = repl_options.connect_timeout_seconds;
+  state_options.workers = config.state_workers;
+  state_options.catch_up_timeout = config.too_large_rv_wait;
+  StateService state(state_options, &log,
+                     [&replication] { replication.RequestKeepalive(); });
+
+  SlotMonitorOptions monitor_options;
+  monitor_options.conninfo = config.conninfo;
+  monitor_options.slot = config.slot;
+  monitor_options.connect_timeout_seconds =
+      repl_options.connect_timeout_seconds;
+  monitor_options.retained_warn_bytes = config.retained_wal_warn_bytes;
+  SlotMonitor monitor(monitor_options);
+  monitor.Start();
+
+  Metrics metrics;
+  RegisterMetrics(&metrics, replication, log, monitor);
+  auto lag_bytes = [&replication, &monitor]() -> uint64_t {
+    uint64_t server = monitor.server_wal_lsn();
+    uint64_t decoded = replication.stats().decoded_lsn.load();
+    return server > decoded ? server - decoded : 0;
+  };
+  auto ready = [&]() -> std::string {
+    if (!replication.streaming()) return "not streaming from PostgreSQL";
+    if (monitor.server_wal_lsn() == 0) return "WAL position not read yet";
+    uint64_t lag = lag_bytes();
+    if (lag > config.ready_max_lag_bytes) {
+      return "catching up: " + std::to_string(lag) + " bytes of WAL behind";
+    }
+    return "";
+  };
+
   boost::asio::io_context io;
   HttpServerOptions http_options;
   http_options.socket_path = config.socket_path;
   http_options.socket_mode = config.socket_mode;
   http_options.tcp_listen = config.tcp_listen;
   http_options.too_large_rv_wait = config.too_large_rv_wait;
+  http_options.max_backlog_bytes = config.max_watcher_backlog_bytes;
+  http_options.state = &state;
+  http_options.metrics = &metrics;
   HttpServer server(io, log, catalog, http_options,
-                    [&replication] { return replication.streaming(); });
+                    [&ready] { return ready().empty(); });
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
+  OpsServer ops(io, metrics, ready);
+  if (!config.metrics_address.empty()) {
+    if (std::string e = ops.Start(config.metrics_address); !e.empty()) {
+      return Fatal(e);
+    }
+  }
   LogInfo("serving", {{"socket", config.socket_path},
                       {"resume_after_rv", start.floor_rv}});
 
@@ -105,6 +254,7 @@ int Main(int argc, char** argv) {
     if (ec) return;
     LogInfo("shutting down", {{"signal", sig}});
     server.Stop();
+    ops.Stop();
     replication.Stop();
   });
 
@@ -116,6 +266,7 @@ int Main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   replication.Stop();
   replication_thread.join();
+  monitor.Stop();
   LogInfo("stopped");
   return 0;
 }

@@ -1,0 +1,94 @@
+#include "cdc/slot_monitor.h"
+
+#include "cdc/lsn.h"
+#include "cdc/pg_conn.h"
+#include "watchserver/logging.h"
+
+namespace walwatch {
+
+SlotMonitor::SlotMonitor(SlotMonitorOptions options)
+    : options_(std::move(options)) {}
+
+SlotMonitor::~SlotMonitor() { Stop(); }
+
+void SlotMonitor::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void SlotMonitor::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string SlotMonitor::wal_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wal_status_;
+}
+
+bool SlotMonitor::PollOnce(void* c) {
+  PGconn* conn = static_cast<PGconn*>(c);
+  std::string err;
+  // On a standby pg_current_wal_lsn() fails; the replay position is the
+  // newest WAL there.
+  PgResult r = PgQuery(
+      conn,
+      "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+      "ELSE pg_current_wal_lsn() END)::text, "
+      "(SELECT coalesce(wal_status, '') || ':' || "
+      "coalesce((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+      "ELSE pg_current_wal_lsn() END) - restart_lsn, 0)::bigint::text "
+      "FROM pg_replication_slots WHERE slot_name = $1)",
+      {options_.slot}, &err);
+  if (!r) {
+    ++poll_errors_;
+    LogWarn("cannot read the slot's state", {{"error", err}});
+    return false;
+  }
+  auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
+  if (lsn) server_wal_lsn_ = *lsn;
+  std::string status = "missing";
+  uint64_t retained = 0;
+  if (!PQgetisnull(r.get(), 0, 1)) {
+    std::string v = PQgetvalue(r.get(), 0, 1);
+    size_t colon = v.rfind(':');
+    status = v.substr(0, colon);
+    retained = std::stoull(v.substr(colon + 1));
+  }
+  retained_bytes_ = retained;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wal_status_ = status;
+  }
+  if (retained > options_.retained_warn_bytes && !warned_) {
+    LogWarn("the replication slot retains much WAL; set "
+            "max_slot_wal_keep_size so that it cannot fill the disk",
+            {{"slot", options_.slot}, {"retained_bytes", retained}});
+    warned_ = true;
+  } else if (retained <= options_.retained_warn_bytes / 2) {
+    warned_ = false;
+  }
+  return true;
+}
+
+void SlotMonitor::Loop() {
+  PgConn conn;
+  for (;;) {
+    if (!conn || PQstatus(conn.get()) != CONNECTION_OK) {
+      conn = ConnectPg(options_.conninfo, false,
+                       options_.connect_timeout_seconds);
+      if (PQstatus(conn.get()) != CONNECTION_OK) {
+        ++poll_errors_;
+        conn.reset();
+      }
+    }
+    if (conn) PollOnce(conn.get());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+      return;
+    }
+  }
+}
+
+}  // namespace walwatch

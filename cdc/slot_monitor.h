@@ -1,0 +1,63 @@
+// SlotMonitor polls PostgreSQL, on its own thread and connection, for what
+// the replication stream cannot see: the server's WAL position (for the
+// replication lag) and the slot's retained WAL and wal_status. It warns in the
+// log when the slot retains more than a threshold: a stopped or slow consumer
+// keeps WAL until the disk is full unless max_slot_wal_keep_size is set.
+//
+// Thread safety: Start/Stop from one thread; the accessors from any.
+#ifndef WALWATCH_CDC_SLOT_MONITOR_H_
+#define WALWATCH_CDC_SLOT_MONITOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace walwatch {
+
+struct SlotMonitorOptions {
+  std::string conninfo;
+  std::string slot;
+  int connect_timeout_seconds = 10;
+  std::chrono::milliseconds interval{std::chrono::seconds(2)};
+  uint64_t retained_warn_bytes = uint64_t{1} << 30;
+};
+
+class SlotMonitor {
+ public:
+  explicit SlotMonitor(SlotMonitorOptions options);
+  ~SlotMonitor();  // stops
+
+  void Start();
+  void Stop();
+
+  // 0 until the first successful poll.
+  uint64_t server_wal_lsn() const { return server_wal_lsn_.load(); }
+  uint64_t retained_bytes() const { return retained_bytes_.load(); }
+  // reserved, extended, unreserved, lost; "missing" if the slot is gone;
+  // "" before the first poll.
+  std::string wal_status() const;
+  uint64_t poll_errors() const { return poll_errors_.load(); }
+
+ private:
+  void Loop();
+  bool PollOnce(void* conn);
+
+  const SlotMonitorOptions options_;
+  std::atomic<uint64_t> server_wal_lsn_{0};
+  std::atomic<uint64_t> retained_bytes_{0};
+  std::atomic<uint64_t> poll_errors_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;          // GUARDED_BY(mu_)
+  std::string wal_status_;     // GUARDED_BY(mu_)
+  bool warned_ = false;
+  std::thread thread_;
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_CDC_SLOT_MONITOR_H_

@@ -1,0 +1,193 @@
+#include "watchserver/metrics.h"
+
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace walwatch {
+
+const char* WatchEndReasonName(WatchEndReason reason) {
+  switch (reason) {
+    case WatchEndReason::kTimeout: return "timeout";
+    case WatchEndReason::kClientClosed: return "client_closed";
+    case WatchEndReason::kExpired: return "expired";
+    case WatchEndReason::kBacklog: return "backlog";
+    case WatchEndReason::kBarrier: return "barrier";
+    case WatchEndReason::kShutdown: return "shutdown";
+    case WatchEndReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+struct Metrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry =
+      std::make_shared<prometheus::Registry>();
+
+  prometheus::Family<prometheus::Gauge>& watchers =
+      prometheus::BuildGauge()
+          .Name("walwatch_watchers")
+          .Help("Open watch streams, by resource.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& terminated =
+      prometheus::BuildCounter()
+          .Name("walwatch_watchers_terminated_total")
+          .Help("Watch streams ended, by reason.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& sent =
+      prometheus::BuildCounter()
+          .Name("walwatch_events_sent_total")
+          .Help("Watch events written to watchers, by type.")
+          .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& latency_family =
+      prometheus::BuildHistogram()
+          .Name("walwatch_commit_to_write_seconds")
+          .Help("Time from a transaction's commit to its event being written "
+                "to a watcher's socket.")
+          .Register(*registry);
+  prometheus::Histogram& latency = latency_family.Add(
+      {}, prometheus::Histogram::BucketBoundaries{
+              0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+              5, 10, 30});
+  std::array<prometheus::Counter*, 4> sent_by_type{};
+
+  struct Hook {
+    std::function<double()> read;
+    prometheus::Gauge* gauge = nullptr;
+    prometheus::Counter* counter = nullptr;
+    double last = 0;
+  };
+  std::mutex mu;
+  std::vector<Hook> hooks;  // GUARDED_BY(mu)
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> counters;
+
+  prometheus::Family<prometheus::Gauge>& GaugeFamily(const std::string& name,
+                                                     const std::string& help) {
+    auto it = gauges.find(name);
+    if (it != gauges.end()) return *it->second;
+    auto& f = prometheus::BuildGauge().Name(name).Help(help).Register(*registry);
+    gauges[name] = &f;
+    return f;
+  }
+  prometheus::Family<prometheus::Counter>& CounterFamily(
+      const std::string& name, const std::string& help) {
+    auto it = counters.find(name);
+    if (it != counters.end()) return *it->second;
+    auto& f =
+        prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+    counters[name] = &f;
+    return f;
+  }
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
+  for (EventType t :
+       {EventType::kAdded, EventType::kModified, EventType::kDeleted}) {
+    impl_->sent_by_type[static_cast<size_t>(t)] =
+        &impl_->sent.Add({{"type", EventTypeName(t)}});
+  }
+  impl_->sent_by_type[3] = &impl_->sent.Add({{"type", "BOOKMARK"}});
+}
+
+Metrics::~Metrics() = default;
+
+void Metrics::WatchStarted(const std::string& group, const std::string& version,
+                           const std::string& resource) {
+  impl_->watchers
+      .Add({{"group", group}, {"version", version}, {"resource", resource}})
+      .Increment();
+}
+
+void Metrics::WatchEnded(const std::string& group, const std::string& version,
+                         const std::string& resource, WatchEndReason reason) {
+  impl_->watchers
+      .Add({{"group", group}, {"version", version}, {"resource", resource}})
+      .Decrement();
+  impl_->terminated.Add({{"reason", WatchEndReasonName(reason)}}).Increment();
+}
+
+void Metrics::EventsSent(EventType type, uint64_t count) {
+  impl_->sent_by_type[static_cast<size_t>(type)]->Increment(
+      static_cast<double>(count));
+}
+
+void Metrics::BookmarksSent(uint64_t count) {
+  impl_->sent_by_type[3]->Increment(static_cast<double>(count));
+}
+
+void Metrics::ObserveCommitToWrite(double seconds) {
+  impl_->latency.Observe(seconds);
+}
+
+void Metrics::AddGauge(const std::string& name, const std::string& help,
+                       std::function<double()> read) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl::Hook h;
+  h.read = std::move(read);
+  h.gauge = &impl_->GaugeFamily(name, help).Add({});
+  impl_->hooks.push_back(std::move(h));
+}
+
+void Metrics::AddCounter(const std::string& name, const std::string& help,
+                         std::function<double()> read) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl::Hook h;
+  h.read = std::move(read);
+  h.counter = &impl_->CounterFamily(name, help).Add({});
+  impl_->hooks.push_back(std::move(h));
+}
+
+void Metrics::AddLabeledCounter(const std::string& name,
+                                const std::string& help,
+                                const std::string& label,
+                                const std::string& value,
+                                std::function<double()> read) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl::Hook h;
+  h.read = std::move(read);
+  h.counter = &impl_->CounterFamily(name, help).Add({{label, value}});
+  impl_->hooks.push_back(std::move(h));
+}
+
+void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
+                              const std::string& label,
+                              const std::string& value,
+                              std::function<double()> read) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl::Hook h;
+  h.read = std::move(read);
+  h.gauge = &impl_->GaugeFamily(name, help).Add({{label, value}});
+  impl_->hooks.push_back(std::move(h));
+}
+
+std::string Metrics::Scrape() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (Impl::Hook& h : impl_->hooks) {
+      double v = h.read();
+      if (h.gauge) {
+        h.gauge->Set(v);
+      } else if (v > h.last) {
+        h.counter->Increment(v - h.last);
+        h.last = v;
+      }
+    }
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, impl_->registry->Collect());
+  return out.str();
+}
+
+std::shared_ptr<prometheus::Registry> Metrics::registry() {
+  return impl_->registry;
+}
+
+}  // namespace walwatch

@@ -1,0 +1,174 @@
+#include "watchserver/ops_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+#include "watchserver/logging.h"
+#include "watchserver/metrics.h"
+
+namespace walwatch {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+class OpsSession : public std::enable_shared_from_this<OpsSession> {
+ public:
+  OpsSession(tcp::socket socket, Metrics& metrics,
+             const std::function<std::string()>& ready)
+      : stream_(std::move(socket)), metrics_(metrics), ready_(ready) {}
+
+  void Start() { DoRead(); }
+
+ private:
+  void DoRead() {
+    request_ = {};
+    stream_.expires_after(std::chrono::seconds(30));
+    http::async_read(stream_, buffer_, request_,
+                     [self = shared_from_this()](beast::error_code ec,
+                                                 size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec) return;  // closed, timed out, or malformed: just drop it
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(request_.version());
+    res->keep_alive(request_.keep_alive());
+    res->set(http::field::server, "walwatch");
+    std::string target(request_.target());
+    target = target.substr(0, target.find('?'));
+    if (request_.method() != http::verb::get &&
+        request_.method() != http::verb::head) {
+      res->result(http::status::method_not_allowed);
+      res->set(http::field::content_type, "text/plain");
+      res->body() = "only GET\n";
+    } else if (target == "/metrics") {
+      res->result(http::status::ok);
+      res->set(http::field::content_type, "text/plain; version=0.0.4");
+      res->body() = metrics_.Scrape();
+    } else if (target == "/healthz" || target == "/livez") {
+      res->result(http::status::ok);
+      res->set(http::field::content_type, "text/plain");
+      res->body() = "ok\n";
+    } else if (target == "/readyz") {
+      std::string why = ready_();
+      res->result(why.empty() ? http::status::ok
+                              : http::status::service_unavailable);
+      res->set(http::field::content_type, "text/plain");
+      res->body() = why.empty() ? "ok\n" : why + "\n";
+    } else {
+      res->result(http::status::not_found);
+      res->set(http::field::content_type, "text/plain");
+      res->body() = "not found\n";
+    }
+    res->prepare_payload();
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec,
+                                                       size_t) {
+                        if (ec || !res->keep_alive()) {
+                          beast::error_code ignored;
+                          self->stream_.socket().shutdown(
+                              tcp::socket::shutdown_send, ignored);
+                          return;
+                        }
+                        self->DoRead();
+                      });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> request_;
+  Metrics& metrics_;
+  std::function<std::string()> ready_;
+};
+
+}  // namespace
+
+struct OpsServer::Impl : std::enable_shared_from_this<OpsServer::Impl> {
+  Impl(asio::io_context& io, Metrics& m, std::function<std::string()> r)
+      : io(io), acceptor(asio::make_strand(io)), metrics(m),
+        ready(std::move(r)) {}
+
+  void Accept() {
+    acceptor.async_accept(
+        asio::make_strand(io),
+        [self = shared_from_this()](beast::error_code ec, tcp::socket s) {
+          if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) {
+            return;
+          }
+          if (!ec) {
+            std::make_shared<OpsSession>(std::move(s), self->metrics,
+                                         self->ready)
+                ->Start();
+          }
+          self->Accept();
+        });
+  }
+
+  asio::io_context& io;
+  tcp::acceptor acceptor;
+  Metrics& metrics;
+  std::function<std::string()> ready;
+};
+
+OpsServer::OpsServer(asio::io_context& io, Metrics& metrics,
+                     std::function<std::string()> ready)
+    : impl_(std::make_shared<Impl>(io, metrics, std::move(ready))) {}
+
+OpsServer::~OpsServer() { Stop(); }
+
+std::string OpsServer::Start(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return "--metrics-address " + address + ": expected HOST:PORT";
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  beast::error_code ec;
+  auto ip = asio::ip::make_address(host, ec);
+  if (ec) return "--metrics-address " + address + ": bad host " + host;
+  unsigned long port = 0;
+  try {
+    port = std::stoul(address.substr(colon + 1));
+  } catch (...) {
+    port = 70000;
+  }
+  if (port > 65535) return "--metrics-address " + address + ": bad port";
+  tcp::endpoint endpoint(ip, static_cast<unsigned short>(port));
+  auto& a = impl_->acceptor;
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return "cannot listen on --metrics-address " + address + ": " +
+           ec.message();
+  }
+  impl_->Accept();
+  LogInfo("serving metrics and health", {{"address", address}});
+  return "";
+}
+
+void OpsServer::Stop() {
+  auto impl = impl_;
+  asio::post(impl->acceptor.get_executor(), [impl] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+}
+
+unsigned short OpsServer::port() const {
+  beast::error_code ec;
+  auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+}  // namespace walwatch
