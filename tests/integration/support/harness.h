@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -239,7 +240,13 @@ class WalwatchTest : public PgDatabaseTest {
     tmpdir_ = tmpl;
     AddCleanup([dir = tmpdir_] {
       std::error_code ec;
-      if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir, ec);
+      // Kept after a failure, or with WALWATCH_TEST_KEEP_LOGS=1.
+      const char* keep = std::getenv("WALWATCH_TEST_KEEP_LOGS");
+      if (::testing::Test::HasFailure() || (keep && *keep == '1')) {
+        std::cerr << "walwatch test files kept in " << dir << "\n";
+        return;
+      }
+      std::filesystem::remove_all(dir, ec);
     });
   }
 
