@@ -114,7 +114,7 @@ std::string EventBuilder::Impl::Analyze(const std::string& text,
   for (auto field : root) {
     std::string_view key;
     if (field.unescaped_key().get(key)) return "object has a bad key";
-    if (key != "metadata") continue;
+    if (key != "metadata" || out->meta_open != ObjectLayout::npos) continue;
     od::value meta_value = field.value();
     std::string_view token = meta_value.raw_json_token();
     if (token.empty() || token[0] != '{') {
@@ -160,9 +160,14 @@ std::string EventBuilder::Impl::Analyze(const std::string& text,
         }
       }
     }
-    break;
+    // The remaining fields are skipped (their structure was indexed already),
+    // so the end of the document can be checked below.
   }
-  // jsonb_out writes exactly one value, so nothing can follow the object.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
+    return "object has bytes after its end";
+  }
+  // The parts after metadata are skipped, not validated: PostgreSQL checked
+  // them when the json/jsonb value was stored.
   return "";
 }
 
@@ -256,8 +261,11 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
         break;
       case Wal2JsonAction::kUpdate: {
         RowView now = MergedNewRow(c);
-        if (!c.identity.present) {
-          // Without the old row nothing can be compared.
+        if (!c.identity.present ||
+            c.identity[MappedField::kObject].state ==
+                ColumnValue::State::kAbsent) {
+          // Without the old row (the table lost REPLICA IDENTITY FULL while
+          // walwatch ran) nothing can be compared.
           add(EventType::kModified, now, c);
           break;
         }

@@ -19,13 +19,18 @@ void TransactionAssembler::Reset() {
 
 namespace {
 
+// What a change holds in memory, counted like Event::MemoryBytes.
 size_t ImageBytes(const RowImage& image) {
   size_t n = 0;
-  for (const auto& f : image.fields) n += f.text.size();
+  for (const auto& f : image.fields) n += f.text.capacity();
   return n;
 }
 
 }  // namespace
+
+size_t ChangeMemoryBytes(const RowImage& columns, const RowImage& identity) {
+  return sizeof(RowChange) + ImageBytes(columns) + ImageBytes(identity);
+}
 
 std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
                                        Transaction* txn, Outcome* outcome) {
@@ -79,7 +84,7 @@ std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
       if (!in_txn_) return "change at " + FormatLsn(record.lsn) + " outside a transaction";
       if (duplicate_ || !record.mapped_table || current_.overflowed) return "";
       {
-        size_t bytes = ImageBytes(record.columns) + ImageBytes(record.identity);
+        size_t bytes = ChangeMemoryBytes(record.columns, record.identity);
         if (current_.bytes + bytes > max_transaction_bytes_) {
           // Keep counting nothing more: the transaction becomes a barrier.
           current_.overflowed = true;

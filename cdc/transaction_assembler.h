@@ -37,6 +37,10 @@ struct Transaction {
   size_t bytes = 0;  // bytes of the kept changes
 };
 
+// Bytes a change holds in memory (its strings' capacity and its own size):
+// what max_transaction_bytes bounds.
+size_t ChangeMemoryBytes(const RowImage& columns, const RowImage& identity);
+
 class TransactionAssembler {
  public:
   // last_commit_lsn: transactions committing at or below it are duplicates.

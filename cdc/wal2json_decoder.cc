@@ -42,7 +42,10 @@ void ResetImage(RowImage* image) {
 }
 
 // Reads a column value: strings unescaped, everything else as its token.
-simdjson::error_code ReadColumnValue(od::value value, ColumnValue* out) {
+// `pad`: leave simdjson's padding behind a string (the object column, which
+// is parsed again in place).
+simdjson::error_code ReadColumnValue(od::value value, bool pad,
+                                     ColumnValue* out) {
   od::json_type type;
   if (auto err = value.type().get(type)) return err;
   switch (type) {
@@ -55,7 +58,7 @@ simdjson::error_code ReadColumnValue(od::value value, ColumnValue* out) {
       std::string_view s;
       if (auto err = value.get_string().get(s)) return err;
       out->state = ColumnValue::State::kValue;
-      out->text.reserve(s.size() + simdjson::SIMDJSON_PADDING);
+      if (pad) out->text.reserve(s.size() + simdjson::SIMDJSON_PADDING);
       out->text.assign(s.data(), s.size());
       return simdjson::SUCCESS;
     }
@@ -105,7 +108,9 @@ std::string Wal2JsonDecoder::Impl::DecodeTuple(od::array tuple,
         // kept, any other is skipped without being materialized.
         if (!have_name) return "column value before its name";
         if (field < 0) continue;
-        if (auto err = ReadColumnValue(kv.value(), &image->fields[field])) {
+        bool pad = field == static_cast<int>(MappedField::kObject);
+        if (auto err =
+                ReadColumnValue(kv.value(), pad, &image->fields[field])) {
           return Describe("bad column value", err);
         }
       }
@@ -157,7 +162,8 @@ std::string Wal2JsonDecoder::Decode(std::string_view message,
       if (auto err = field.value().get_string().get(a)) {
         return Describe("\"action\" is not a string", err);
       }
-      if (a.size() != 1 || std::strchr("BCIUDTM", a[0]) == nullptr) {
+      if (a.size() != 1 ||
+          std::string_view("BCIUDTM").find(a[0]) == std::string_view::npos) {
         return "unknown action \"" + std::string(a) + "\"";
       }
       out->action = static_cast<Wal2JsonAction>(a[0]);
@@ -216,6 +222,11 @@ std::string Wal2JsonDecoder::Decode(std::string_view message,
       if (!err.empty()) return err;
     }
     // Anything else ("prefix", "content", "pk", ...) is skipped.
+  }
+  // simdjson 3.0 has no document::at_end(): past the end, the location is
+  // out of bounds.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
+    return "bytes after the JSON object";
   }
   if (!have_action) return "no \"action\"";
   switch (out->action) {

@@ -66,6 +66,15 @@ std::string ParseTableMapping(std::string_view json, TableMapping* out) {
       return err + " in \"columns\"";
     }
   }
+  for (size_t i = 0; i < kMappedFieldCount; ++i) {
+    for (size_t j = i + 1; j < kMappedFieldCount; ++j) {
+      if (m.columns[i] == m.columns[j]) {
+        return "table mapping: column \"" + m.columns[i] +
+               "\" is mapped to both \"" + kMappedFieldNames[i] +
+               "\" and \"" + kMappedFieldNames[j] + "\"";
+      }
+    }
+  }
   for (auto it = cols->begin(); it != cols->end(); ++it) {
     bool known = false;
     for (const char* f : kMappedFieldNames) known |= it.key() == f;

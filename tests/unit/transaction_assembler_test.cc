@@ -144,11 +144,10 @@ TEST(TransactionAssembler, GroupsTheCaptureIntoTransactions) {
   EXPECT_EQ(toast.columns[MappedField::kObject].state,
             ColumnValue::State::kAbsent);
   EXPECT_EQ(toast.identity[MappedField::kObject].text.size(), 19447u);
-  // bytes counts the kept images.
+  // bytes counts the memory of the kept changes.
   const Transaction& ins = h.committed[0];
-  size_t bytes = 0;
-  for (const auto& f : ins.changes[0].columns.fields) bytes += f.text.size();
-  EXPECT_EQ(ins.bytes, bytes);
+  EXPECT_EQ(ins.bytes, ChangeMemoryBytes(ins.changes[0].columns,
+                                         ins.changes[0].identity));
   EXPECT_GT(ins.bytes, 200u);
   EXPECT_EQ(h.committed[3].bytes, 0u);
 
@@ -334,9 +333,9 @@ TEST(TransactionAssembler, OtherTablesAreNotKept) {
   EXPECT_EQ(h.committed[0].changes[0].lsn, 0x20u);
   EXPECT_FALSE(h.committed[0].truncated);
   // Only the kept change is counted.
+  const RowChange& kept = h.committed[0].changes[0];
   EXPECT_EQ(h.committed[0].bytes,
-            std::string("v1podsPodc1nsau-a{\"metadata\": {\"name\": \"a\"}}")
-                .size());
+            ChangeMemoryBytes(kept.columns, kept.identity));
 }
 
 TEST(TransactionAssembler, MessagesAreIgnored) {
@@ -368,9 +367,17 @@ TEST(TransactionAssembler, TruncateOfMappedTableSetsTruncated) {
 }
 
 TEST(TransactionAssembler, OverflowKeepsNothing) {
-  // One row of Row() holds 44 bytes of mapped values.
-  const size_t row = std::string("v1podsPodc1nsau-a{\"metadata\": {\"name\": \"a\"}}").size();
-  ASSERT_EQ(row, 44u);
+  // What one row of Row() holds in memory.
+  size_t row;
+  {
+    AssemblerHarness probe;
+    probe.Feed(BC('B', 1, "0/100"));
+    probe.Feed(Row('I', 1, "0/10", "a"));
+    probe.Feed(BC('C', 1, "0/100"));
+    ASSERT_EQ(probe.committed.size(), 1u);
+    row = probe.committed[0].bytes;
+    ASSERT_GT(row, 44u);
+  }
   AssemblerHarness h(2 * row);
   h.Feed(BC('B', 1, "0/100"));
   h.Feed(Row('I', 1, "0/10", "a"));
