@@ -14,6 +14,14 @@ namespace {
 
 class EventsTest : public WalwatchTest {};
 
+// The harness's own LSN arithmetic, which every RV check relies on.
+TEST(IntegrationSupport, LsnTextToDecimalResourceVersion) {
+  EXPECT_EQ(ParseLsn("0/1558570"), 22381936u);
+  EXPECT_EQ(ParseLsn("1/0"), uint64_t{1} << 32);
+  EXPECT_EQ(FormatLsn(22381936), "0/1558570");
+  EXPECT_THROW(ParseLsn("01558570"), PgError);
+}
+
 // The line starts exactly like the apiserver's: {"type":"T","object":{
 ::testing::AssertionResult WireStartsWith(const WatchEvent& e,
                                           const std::string& type) {

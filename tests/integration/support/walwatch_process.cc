@@ -216,6 +216,7 @@ std::vector<std::string> WalwatchProcess::Argv(const WalwatchOptions& o) {
   if (!o.tcp_listen.empty()) {
     argv.insert(argv.end(), {"--tcp-listen", o.tcp_listen});
   }
+  argv.insert(argv.end(), {"--metrics-address", o.metrics_address});
   if (!o.log_level.empty()) {
     argv.insert(argv.end(), {"--log-level", o.log_level});
   }

@@ -86,6 +86,9 @@ struct WalwatchOptions {
   std::string socket_path;
   std::string max_log_bytes;   // e.g. "1Mi"; empty: walwatch's default
   std::string tcp_listen;      // e.g. "127.0.0.1:PORT"; empty: none
+  // Prometheus listener; empty: not served (tests run walwatches in
+  // parallel, and the default 127.0.0.1:9187 would clash).
+  std::string metrics_address;
   std::string log_level = "debug";
   std::vector<std::string> extra_args;
 };
