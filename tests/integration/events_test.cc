@@ -230,6 +230,14 @@ TEST_F(EventsTest, ToastOmittedObjectIsTakenFromTheOldRow) {
   EXPECT_EQ(got[0].object, big.Expected(got[0].rv()));
   // Only the uid column changed; the object (and its metadata.uid) did not.
   EXPECT_EQ(got[1].object, big.Expected(observer().CommitLsn(x_uid)));
+
+  // 4. DELETE of the out-of-line object: DELETED with all of it.
+  uint64_t x_delete = std::stoull(db().QueryValue(
+      "DELETE FROM resources WHERE name = 'big' "
+      "RETURNING pg_current_xact_id()::text"));
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.type, "DELETED");
+  EXPECT_EQ(e.object, big.Expected(observer().CommitLsn(x_delete)));
 }
 
 TEST_F(EventsTest, WatchSeesOnlyItsResourceNamespaceAndCluster) {
@@ -320,6 +328,41 @@ TEST_F(EventsTest, UnknownResourceIs404AndBadResourceVersionIs400) {
     EXPECT_EQ(status.value("kind", ""), "Status");
     EXPECT_EQ(status.value("code", 0), 400);
   }
+}
+
+TEST_F(EventsTest, TimeoutSecondsEndsTheStreamCleanly) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(ww->socket_path(),
+                         "/api/v1/pods?watch=1&timeoutSeconds=1",
+                         In(kEventWait)));
+  ASSERT_EQ(watch.status(), 200) << watch.body();
+  InsertRow(db(), Pod("c1", "default", "p1"));
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.name(), "p1");
+  // The final chunk, not a dropped connection (ExpectEnd tells them apart).
+  EXPECT_TRUE(watch.ExpectEnd(In(std::chrono::seconds(10))));
+}
+
+TEST_F(EventsTest, ResourceVersionFromTheFutureIs504) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  uint64_t x = InsertRow(db(), Pod("c1", "default", "p1"));
+  uint64_t future = observer().CommitLsn(x) + (uint64_t{1} << 40);
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(ww->socket_path(),
+                         WatchTarget("/api/v1/pods", future),
+                         In(kEventWait)));
+  EXPECT_EQ(watch.status(), 504) << watch.body();
+  auto status = nlohmann::json::parse(watch.body(), nullptr, false);
+  ASSERT_TRUE(status.is_object()) << watch.body();
+  EXPECT_EQ(status.value("kind", ""), "Status");
+  EXPECT_EQ(status.value("code", 0), 504);
+  EXPECT_EQ(status.value("/details/causes/0/reason"_json_pointer, std::string()),
+            "ResourceVersionTooLarge")
+      << watch.body();
 }
 
 }  // namespace
