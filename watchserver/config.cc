@@ -58,46 +58,6 @@ bool ParseBool(std::string_view text, bool* value) {
   }
   return false;
 }
-
-// "500ms", "30s", "10m", "1h", "1h30m"; a bare integer is seconds.
-bool ParseDuration(std::string_view text, milliseconds* value) {
-  struct Unit {
-    std::string_view suffix;
-    int64_t ms;
-  };
-  static constexpr Unit kUnits[] = {
-      {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
-  constexpr uint64_t kMaxMs = uint64_t{INT64_MAX};
-
-  uint64_t n = 0;
-  if (ParseUnsigned(text, &n)) {
-    if (n > kMaxMs / 1000) return false;
-    *value = milliseconds(static_cast<int64_t>(n * 1000));
-    return true;
-  }
-  if (text.empty()) return false;
-  uint64_t total = 0;
-  size_t next_unit = 0;  // Units must come largest first, each at most once.
-  while (!text.empty()) {
-    if (!ConsumeUnsigned(&text, &n)) return false;
-    size_t len = 0;
-    while (len < text.size() && !IsDigit(text[len])) ++len;
-    const std::string_view suffix = text.substr(0, len);
-    text.remove_prefix(len);
-    size_t u = next_unit;
-    while (u < std::size(kUnits) && kUnits[u].suffix != suffix) ++u;
-    if (u == std::size(kUnits)) return false;
-    next_unit = u + 1;
-    uint64_t part;
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(kUnits[u].ms), &part) ||
-        __builtin_add_overflow(total, part, &total) || total > kMaxMs) {
-      return false;
-    }
-  }
-  *value = milliseconds(static_cast<int64_t>(total));
-  return true;
-}
-
 std::string FormatDuration(milliseconds d) {
   int64_t ms = d.count();
   if (ms == 0) return "0s";
@@ -825,6 +785,47 @@ std::string ConfigToJson(const Config& config) {
   }
   out += '}';
   return out;
+}
+
+
+
+// "500ms", "30s", "10m", "1h", "1h30m"; a bare integer is seconds.
+bool ParseDuration(std::string_view text, std::chrono::milliseconds* value) {
+  struct Unit {
+    std::string_view suffix;
+    int64_t ms;
+  };
+  static constexpr Unit kUnits[] = {
+      {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
+  constexpr uint64_t kMaxMs = uint64_t{INT64_MAX};
+
+  uint64_t n = 0;
+  if (ParseUnsigned(text, &n)) {
+    if (n > kMaxMs / 1000) return false;
+    *value = milliseconds(static_cast<int64_t>(n * 1000));
+    return true;
+  }
+  if (text.empty()) return false;
+  uint64_t total = 0;
+  size_t next_unit = 0;  // Units must come largest first, each at most once.
+  while (!text.empty()) {
+    if (!ConsumeUnsigned(&text, &n)) return false;
+    size_t len = 0;
+    while (len < text.size() && !IsDigit(text[len])) ++len;
+    const std::string_view suffix = text.substr(0, len);
+    text.remove_prefix(len);
+    size_t u = next_unit;
+    while (u < std::size(kUnits) && kUnits[u].suffix != suffix) ++u;
+    if (u == std::size(kUnits)) return false;
+    next_unit = u + 1;
+    uint64_t part;
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(kUnits[u].ms), &part) ||
+        __builtin_add_overflow(total, part, &total) || total > kMaxMs) {
+      return false;
+    }
+  }
+  *value = milliseconds(static_cast<int64_t>(total));
+  return true;
 }
 
 }  // namespace walwatch

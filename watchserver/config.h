@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "watchserver/logging.h"
 
@@ -114,6 +115,10 @@ std::string HelpText();
 // written as they would be on the command line, for the startup log. Any
 // password in the conninfo is replaced by "********".
 std::string ConfigToJson(const Config& config);
+
+// Parses a duration as the flags take it ("30s", "10m", "1h30m", "500ms",
+// or bare seconds). Returns false for anything else.
+bool ParseDuration(std::string_view text, std::chrono::milliseconds* value);
 
 // `conninfo` with the values of password and sslpassword replaced by
 // "********", in both the key=value and the URI form. A key=value string that

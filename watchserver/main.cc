@@ -18,6 +18,7 @@
 #include "cdc/lsn.h"
 #include "cdc/replication_stream.h"
 #include "cdc/slot_monitor.h"
+#include "cdc/slots_cli.h"
 #include "cdc/state_service.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
@@ -26,6 +27,7 @@
 #include "watchserver/logging.h"
 #include "watchserver/metrics.h"
 #include "watchserver/ops_server.h"
+#include "watchserver/watch_cli.h"
 #include "watchserver/resource_catalog.h"
 
 extern char** environ;
@@ -276,5 +278,11 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  if (argc > 1 && std::string(argv[1]) == "watch") {
+    return walwatch::RunWatchCli(argc - 1, argv + 1, std::cout, std::cerr);
+  }
+  if (argc > 1 && std::string(argv[1]) == "slots") {
+    return walwatch::RunSlotsCli(argc - 1, argv + 1, std::cout, std::cerr);
+  }
   return walwatch::Main(argc, argv);
 }
