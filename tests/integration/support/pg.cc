@@ -380,13 +380,13 @@ ScratchCluster::ScratchCluster(const std::vector<std::string>& settings) {
       throw std::runtime_error("chown " + dir_ + " failed");
     }
   }
-  RunOrThrow(AsPostgresUser({bin_ + "/initdb", "-D", dir_ + "/data", "-A",
-                             "trust", "-U", "postgres", "--no-sync"}));
   std::string options = "-c listen_addresses='' -c port=5432 "
                         "-c unix_socket_directories=" + dir_ +
                         " -c fsync=off -c shared_buffers=16MB";
   for (const auto& s : settings) options += " -c " + s;
   try {
+    RunOrThrow(AsPostgresUser({bin_ + "/initdb", "-D", dir_ + "/data", "-A",
+                               "trust", "-U", "postgres", "--no-sync"}));
     RunOrThrow(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-l",
                                dir_ + "/log", "-o", options, "-w", "-t", "60",
                                "start"}));
@@ -396,6 +396,10 @@ ScratchCluster::ScratchCluster(const std::vector<std::string>& settings) {
       log = ReadFileOrThrow(dir_ + "/log");
     } catch (const std::exception&) {
     }
+    // pg_ctl may have given up waiting on a postmaster that did start.
+    RunCommand(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-m",
+                               "immediate", "-w", "-t", "30", "stop"}),
+               std::chrono::seconds(40));
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
     throw std::runtime_error(std::string(e.what()) + "server log:\n" + log);
