@@ -278,8 +278,11 @@ class WalwatchTest : public PgDatabaseTest {
   // Seeds the catalog (a pod and a deployment in cluster "seed"), creates
   // the commit observer, starts walwatch and waits until it is ready.
   WalwatchProcess* StartWalwatch(WalwatchOptions options) {
-    InsertRow(db(), Pod("seed", "seed", "seed-pod"));
-    InsertRow(db(), Deployment("seed", "seed", "seed-deploy"));
+    if (!seeded_) {
+      InsertRow(db(), Pod("seed", "seed", "seed-pod"));
+      InsertRow(db(), Deployment("seed", "seed", "seed-deploy"));
+      seeded_ = true;
+    }
     if (!observer_) {
       observer_ = std::make_unique<CommitObserver>(&db(), UniqueName("obs"));
     }
@@ -328,6 +331,7 @@ class WalwatchTest : public PgDatabaseTest {
   std::string tmpdir_;
   std::vector<std::unique_ptr<WalwatchProcess>> walwatches_;
   std::unique_ptr<CommitObserver> observer_;
+  bool seeded_ = false;
 };
 
 }  // namespace walwatch::itest
