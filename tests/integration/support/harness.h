@@ -216,15 +216,17 @@ inline void ExpectTransactionRvs(CommitObserver& observer, uint64_t xid,
         first_bad = events[i].name() + " rv " + std::to_string(rv);
       }
     }
-    if (rv != previous) ++not_previous;
+    if (rv != events[first].rv()) ++not_previous;
   }
   EXPECT_EQ(out_of_range, 0u)
       << "events before the last of " << txn
       << " must carry an RV in [previous commit, commit); first bad: "
       << first_bad;
+  // They all carry the position the stream had passed before the
+  // transaction: the previous commit, or a keepalive's position after it.
   EXPECT_EQ(not_previous, 0u)
       << not_previous << " event(s) before the last of " << txn
-      << " do not carry the previous transaction's commit LSN (e.g. "
+      << " carry an RV different from the first's ("
       << events[first].name() << " rv " << events[first].rv() << ")";
 }
 
