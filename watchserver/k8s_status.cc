@@ -1,0 +1,97 @@
+#include "watchserver/k8s_status.h"
+
+#include <nlohmann/json.hpp>
+
+namespace walwatch {
+
+namespace {
+
+// ordered_json keeps insertion order, which is Go's struct field order.
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson StatusObject(const K8sStatus& status) {
+  OrderedJson object;
+  object["kind"] = "Status";
+  object["apiVersion"] = "v1";
+  object["metadata"] = OrderedJson::object();
+  object["status"] = "Failure";
+  if (!status.message.empty()) object["message"] = status.message;
+  if (!status.reason.empty()) object["reason"] = status.reason;
+  if (status.details) {
+    OrderedJson details = OrderedJson::object();
+    if (!status.details->causes.empty()) {
+      OrderedJson causes = OrderedJson::array();
+      for (const StatusCause& cause : status.details->causes) {
+        OrderedJson entry = OrderedJson::object();
+        if (!cause.reason.empty()) entry["reason"] = cause.reason;
+        if (!cause.message.empty()) entry["message"] = cause.message;
+        causes.push_back(std::move(entry));
+      }
+      details["causes"] = std::move(causes);
+    }
+    if (status.details->retry_after_seconds != 0) {
+      details["retryAfterSeconds"] = status.details->retry_after_seconds;
+    }
+    object["details"] = std::move(details);
+  }
+  object["code"] = status.code;
+  return object;
+}
+
+std::string Dump(const OrderedJson& json) {
+  // `replace`: bytes from a client that are not UTF-8 must not make the
+  // error answer itself fail.
+  return json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string StatusJson(const K8sStatus& status) {
+  return Dump(StatusObject(status));
+}
+
+std::string WatchErrorEventLine(const K8sStatus& status) {
+  OrderedJson event;
+  event["type"] = "ERROR";
+  event["object"] = StatusObject(status);
+  std::string line = Dump(event);
+  line.push_back('\n');
+  return line;
+}
+
+K8sStatus ExpiredStatus(uint64_t rv, uint64_t floor_rv) {
+  K8sStatus status;
+  status.code = 410;
+  status.reason = "Expired";
+  status.message = "too old resource version: " + std::to_string(rv) + " (" +
+                   std::to_string(floor_rv) + ")";
+  return status;
+}
+
+K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv) {
+  K8sStatus status;
+  status.code = 504;
+  status.reason = "Timeout";
+  // The apiserver wraps the message with errors.NewTimeoutError, which
+  // prefixes "Timeout: ".
+  status.message =
+      "Timeout: Too large resource version: " + std::to_string(rv) +
+      ", current: " + std::to_string(current_rv);
+  StatusDetails details;
+  details.causes.push_back(
+      {"ResourceVersionTooLarge", "Too large resource version"});
+  details.retry_after_seconds = 1;
+  status.details = std::move(details);
+  return status;
+}
+
+K8sStatus NotFoundStatus() {
+  K8sStatus status;
+  status.code = 404;
+  status.reason = "NotFound";
+  status.message = "the server could not find the requested resource";
+  status.details = StatusDetails{};
+  return status;
+}
+
+}  // namespace walwatch
