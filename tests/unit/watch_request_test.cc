@@ -1,0 +1,246 @@
+#include "watchserver/watch_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace walwatch {
+namespace {
+
+ParsedRequest Get(const std::string& target) {
+  return ParseRequest("GET", target);
+}
+
+// A request that must be rejected with `code`; returns the message.
+std::string ExpectError(const ParsedRequest& parsed, int code,
+                        const std::string& reason) {
+  EXPECT_TRUE(parsed.error.has_value());
+  if (!parsed.error) return "";
+  EXPECT_EQ(parsed.error->code, code);
+  EXPECT_EQ(parsed.error->reason, reason);
+  return parsed.error->message;
+}
+
+TEST(WatchRequest, CoreResourceAllNamespaces) {
+  ParsedRequest p = Get("/api/v1/pods?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.route, RouteKind::kWatch);
+  EXPECT_EQ(p.watch.group, "");
+  EXPECT_EQ(p.watch.version, "v1");
+  EXPECT_EQ(p.watch.resource, "pods");
+  EXPECT_EQ(p.watch.ns, "");
+  EXPECT_EQ(p.watch.cluster, "");
+  EXPECT_FALSE(p.watch.resource_version);
+  EXPECT_FALSE(p.watch.timeout_seconds);
+}
+
+TEST(WatchRequest, CoreNamespaced) {
+  ParsedRequest p = Get("/api/v1/namespaces/kube-system/configmaps?watch=true");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.ns, "kube-system");
+  EXPECT_EQ(p.watch.resource, "configmaps");
+}
+
+TEST(WatchRequest, NamespacesResourceItself) {
+  ParsedRequest p = Get("/api/v1/namespaces?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.resource, "namespaces");
+  EXPECT_EQ(p.watch.ns, "");
+}
+
+TEST(WatchRequest, GroupedResource) {
+  ParsedRequest p = Get("/apis/apps/v1/deployments?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.group, "apps");
+  EXPECT_EQ(p.watch.version, "v1");
+  EXPECT_EQ(p.watch.resource, "deployments");
+}
+
+TEST(WatchRequest, GroupedNamespacedWithCluster) {
+  ParsedRequest p = Get(
+      "/clusters/member-1/apis/batch/v1/namespaces/jobs-ns/cronjobs?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.cluster, "member-1");
+  EXPECT_EQ(p.watch.group, "batch");
+  EXPECT_EQ(p.watch.ns, "jobs-ns");
+  EXPECT_EQ(p.watch.resource, "cronjobs");
+}
+
+TEST(WatchRequest, CoreWithCluster) {
+  ParsedRequest p = Get("/clusters/c1/api/v1/pods?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.cluster, "c1");
+  EXPECT_EQ(p.watch.resource, "pods");
+}
+
+TEST(WatchRequest, PercentDecodesPathSegments) {
+  ParsedRequest p =
+      Get("/clusters/my%20cluster/api/v1/namespaces/n%2Ds/pods?watch=1");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.cluster, "my cluster");
+  EXPECT_EQ(p.watch.ns, "n-s");
+}
+
+TEST(WatchRequest, PlusIsLiteralInPathButSpaceInQuery) {
+  ParsedRequest p =
+      Get("/clusters/a+b/api/v1/pods?watch=1&labelSelector=app+in+(x%2Cy)");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.cluster, "a+b");
+  EXPECT_EQ(p.watch.label_selector, "app in (x,y)");
+}
+
+TEST(WatchRequest, KeepsAllQueryOptions) {
+  ParsedRequest p =
+      Get("/api/v1/pods?watch=1&resourceVersion=12345&timeoutSeconds=30"
+          "&allowWatchBookmarks=true&labelSelector=a%3Db&fieldSelector="
+          "metadata.name%3Dx&sendInitialEvents=true"
+          "&resourceVersionMatch=NotOlderThan");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.resource_version, 12345u);
+  EXPECT_EQ(p.watch.timeout_seconds, 30);
+  EXPECT_TRUE(p.watch.allow_watch_bookmarks);
+  EXPECT_EQ(p.watch.label_selector, "a=b");
+  EXPECT_EQ(p.watch.field_selector, "metadata.name=x");
+  EXPECT_EQ(p.watch.send_initial_events, true);
+  EXPECT_EQ(p.watch.resource_version_match, "NotOlderThan");
+}
+
+TEST(WatchRequest, ResourceVersionEdgeValues) {
+  EXPECT_EQ(
+      Get("/api/v1/pods?watch=1&resourceVersion=0").watch.resource_version, 0u);
+  EXPECT_EQ(Get("/api/v1/pods?watch=1&resourceVersion=18446744073709551615")
+                .watch.resource_version,
+            18446744073709551615u);
+  ParsedRequest empty = Get("/api/v1/pods?watch=1&resourceVersion=");
+  ASSERT_FALSE(empty.error);
+  EXPECT_FALSE(empty.watch.resource_version);
+}
+
+TEST(WatchRequest, RejectsBadResourceVersions) {
+  for (const char* bad :
+       {"-1", "abc", "12a", "+5", " 5", "5 ", "1.5", "0x10", "%2B5", "007",
+        "00", "18446744073709551616", "99999999999999999999999"}) {
+    ParsedRequest p =
+        Get(std::string("/api/v1/pods?watch=1&resourceVersion=") + bad);
+    std::string message = ExpectError(p, 400, "BadRequest");
+    EXPECT_NE(message.find("resourceVersion"), std::string::npos) << bad;
+  }
+  std::string message = ExpectError(
+      Get("/api/v1/pods?watch=1&resourceVersion=-7"), 400, "BadRequest");
+  EXPECT_NE(message.find("\"-7\""), std::string::npos) << message;
+}
+
+TEST(WatchRequest, RejectsBadWatchValue) {
+  for (const char* bad : {"yes", "2", "", "tru"}) {
+    ExpectError(Get(std::string("/api/v1/pods?watch=") + bad), 400,
+                "BadRequest");
+  }
+  EXPECT_FALSE(Get("/api/v1/pods?watch=TRUE").error);
+}
+
+TEST(WatchRequest, RejectsBadTimeoutSeconds) {
+  for (const char* bad : {"-1", "x", "1.5", "+3", "9223372036854775808"}) {
+    std::string message = ExpectError(
+        Get(std::string("/api/v1/pods?watch=1&timeoutSeconds=") + bad), 400,
+        "BadRequest");
+    EXPECT_NE(message.find("timeoutSeconds"), std::string::npos);
+  }
+  EXPECT_EQ(Get("/api/v1/pods?watch=1&timeoutSeconds=0").watch.timeout_seconds,
+            0);
+}
+
+TEST(WatchRequest, RejectsBadBooleansAndMatch) {
+  ExpectError(Get("/api/v1/pods?watch=1&allowWatchBookmarks=maybe"), 400,
+              "BadRequest");
+  ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=x"), 400,
+              "BadRequest");
+  ExpectError(
+      Get("/api/v1/"
+          "pods?watch=1&resourceVersionMatch=Exact&sendInitialEvents=true"),
+      400, "BadRequest");
+  // The apiserver's watch rules: each needs the other.
+  ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=true"), 400,
+              "BadRequest");
+  ExpectError(Get("/api/v1/pods?watch=1&resourceVersionMatch=NotOlderThan"),
+              400, "BadRequest");
+}
+
+TEST(WatchRequest, IgnoresUnknownParametersAndTakesFirstValue) {
+  ParsedRequest p = Get(
+      "/api/v1/"
+      "pods?pretty=true&watch=1&limit=500&resourceVersion=7&resourceVersion=9");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.watch.resource_version, 7u);
+}
+
+TEST(WatchRequest, GetWithoutWatchIsBadRequest) {
+  std::string message = ExpectError(Get("/api/v1/pods"), 400, "BadRequest");
+  EXPECT_NE(message.find("serves only watches"), std::string::npos) << message;
+  ExpectError(Get("/api/v1/pods?watch=false"), 400, "BadRequest");
+  ExpectError(Get("/api/v1/pods?watch=0&resourceVersion=5"), 400, "BadRequest");
+}
+
+TEST(WatchRequest, NonGetIsMethodNotAllowed) {
+  for (const char* method : {"POST", "PUT", "DELETE", "PATCH", "HEAD"}) {
+    ExpectError(ParseRequest(method, "/api/v1/pods?watch=1"), 405,
+                "MethodNotAllowed");
+  }
+  ExpectError(ParseRequest("POST", "/healthz"), 405, "MethodNotAllowed");
+}
+
+TEST(WatchRequest, UnknownPathsAreNotFound) {
+  for (const char* path :
+       {"/", "/api", "/api/v2/pods?watch=1", "/apis/apps?watch=1",
+        "/apis/apps/v1?watch=1", "/api/v1/namespaces/default?watch=1",
+        "/api/v1/namespaces/default/pods/name?watch=1", "/api/v1/watch/pods",
+        "/clusters/c1", "/clusters/c1/healthz", "/metrics",
+        "/apis/apps/v1/foo/bar?watch=1"}) {
+    ExpectError(Get(path), 404, "NotFound");
+  }
+}
+
+TEST(WatchRequest, RejectsBadSegments) {
+  for (const char* path :
+       {"/api/v1/namespaces/../pods?watch=1",
+        "/api/v1/namespaces/./pods?watch=1",
+        "/api/v1/namespaces/%2E%2E/pods?watch=1", "/api//pods?watch=1",
+        "/api/v1/pods/?watch=1", "/api/v1/namespaces/a%2Fb/pods?watch=1",
+        "/api/v1/namespaces/a%00b/pods?watch=1",
+        "/api/v1/namespaces/a%0Ab/pods?watch=1",
+        "/clusters/%zz/api/v1/pods?watch=1", "/clusters/%4/api/v1/pods?watch=1",
+        "/clusters/abc%/api/v1/pods?watch=1", "pods", ""}) {
+    ExpectError(Get(path), 400, "BadRequest");
+  }
+  std::string long_name(kMaxPathSegmentBytes + 1, 'a');
+  ExpectError(Get("/api/v1/namespaces/" + long_name + "/pods?watch=1"), 400,
+              "BadRequest");
+  std::string max_name(kMaxPathSegmentBytes, 'a');
+  EXPECT_FALSE(Get("/api/v1/namespaces/" + max_name + "/pods?watch=1").error);
+}
+
+TEST(WatchRequest, RejectsBadQueryEscape) {
+  ExpectError(Get("/api/v1/pods?watch=1&labelSelector=%zz"), 400, "BadRequest");
+}
+
+TEST(WatchRequest, HealthRoutes) {
+  EXPECT_EQ(Get("/healthz").route, RouteKind::kHealthz);
+  EXPECT_EQ(Get("/readyz?verbose").route, RouteKind::kReadyz);
+  EXPECT_EQ(Get("/livez").route, RouteKind::kLivez);
+  EXPECT_FALSE(Get("/healthz").error);
+}
+
+TEST(WatchRequest, PercentDecode) {
+  std::string out;
+  EXPECT_TRUE(PercentDecode("a%20b+c", false, &out));
+  EXPECT_EQ(out, "a b+c");
+  EXPECT_TRUE(PercentDecode("a%20b+c", true, &out));
+  EXPECT_EQ(out, "a b c");
+  EXPECT_TRUE(PercentDecode("%e2%9C%93", false, &out));
+  EXPECT_EQ(out, "\xe2\x9c\x93");
+  EXPECT_FALSE(PercentDecode("%", false, &out));
+  EXPECT_FALSE(PercentDecode("%a", false, &out));
+  EXPECT_FALSE(PercentDecode("%ag", false, &out));
+}
+
+}  // namespace
+}  // namespace walwatch

@@ -1,0 +1,334 @@
+#include "watchserver/watch_request.h"
+
+#include <limits>
+#include <vector>
+
+namespace walwatch {
+
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Quotes `value` for an error message, the way Go's %q would show it.
+std::string Quoted(std::string_view value) {
+  std::string out = "\"";
+  for (char c : value) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20 || u == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+RequestError BadRequest(std::string message) {
+  return RequestError{400, "BadRequest", std::move(message)};
+}
+
+RequestError NotFound() {
+  return RequestError{404, "NotFound",
+                      "the server could not find the requested resource"};
+}
+
+// Decodes and checks one path segment. Returns an error message, or "" when
+// the segment is acceptable.
+std::string DecodePathSegment(std::string_view raw, std::string* out) {
+  if (!PercentDecode(raw, /*plus_is_space=*/false, out)) {
+    return "invalid escape in path segment " + Quoted(raw);
+  }
+  if (out->empty()) return "empty path segment";
+  if (*out == "." || *out == "..") {
+    return "path segment " + Quoted(*out) + " is not allowed";
+  }
+  if (out->size() > kMaxPathSegmentBytes) {
+    return "path segment longer than " + std::to_string(kMaxPathSegmentBytes) +
+           " bytes";
+  }
+  for (char c : *out) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '/') return "path segment " + Quoted(*out) + " contains '/'";
+    if (u < 0x20 || u == 0x7f) {
+      return "path segment " + Quoted(*out) + " contains a control character";
+    }
+  }
+  return "";
+}
+
+// Matches the decoded segments against the watch path shapes; false if the
+// path is not one of them.
+bool MatchWatchPath(const std::vector<std::string>& s, WatchRequest* w) {
+  size_t i = 0;
+  if (s.size() >= 2 && s[0] == "clusters") {
+    w->cluster = s[1];
+    i = 2;
+  }
+  if (i + 2 <= s.size() && s[i] == "api" && s[i + 1] == "v1") {
+    w->group.clear();
+    w->version = "v1";
+    i += 2;
+  } else if (i + 3 <= s.size() && s[i] == "apis") {
+    w->group = s[i + 1];
+    w->version = s[i + 2];
+    i += 3;
+  } else {
+    return false;
+  }
+  size_t rest = s.size() - i;
+  if (rest == 1) {
+    w->resource = s[i];
+    return true;
+  }
+  if (rest == 3 && s[i] == "namespaces") {
+    w->ns = s[i + 1];
+    w->resource = s[i + 2];
+    return true;
+  }
+  return false;
+}
+
+// "1"/"true" and "0"/"false" (case-insensitive words). Anything else is
+// invalid, so a typo does not silently turn a watch into something else.
+bool ParseBool(std::string_view text, bool* value) {
+  auto equals_folded = [](std::string_view a, std::string_view lower) {
+    if (a.size() != lower.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      char c = a[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != lower[i]) return false;
+    }
+    return true;
+  };
+  if (text == "1" || equals_folded(text, "true")) {
+    *value = true;
+    return true;
+  }
+  if (text == "0" || equals_folded(text, "false")) {
+    *value = false;
+    return true;
+  }
+  return false;
+}
+
+// Decimal digits only: no sign, no spaces, no overflow.
+bool ParseDecimalU64(std::string_view text, uint64_t max, uint64_t* value) {
+  if (text.empty()) return false;
+  uint64_t result = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (result > (max - digit) / 10) return false;
+    result = result * 10 + digit;
+  }
+  *value = result;
+  return true;
+}
+
+struct QueryParam {
+  std::string key, value;
+};
+
+// Splits and decodes the query string. Returns an error message or "".
+std::string ParseQuery(std::string_view query, std::vector<QueryParam>* out) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view()
+                                          : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string_view raw_key = pair.substr(0, eq);
+    std::string_view raw_value =
+        eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    QueryParam param;
+    if (!PercentDecode(raw_key, true, &param.key) ||
+        !PercentDecode(raw_value, true, &param.value)) {
+      return "invalid escape in query parameter " + Quoted(pair);
+    }
+    out->push_back(std::move(param));
+  }
+  return "";
+}
+
+// Applies the query to `w`; returns an error, or nullopt. Also returns
+// whether watch=1/true was given.
+std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
+                                       WatchRequest* w, bool* watch) {
+  *watch = false;
+  auto first = [&params](std::string_view key) -> const std::string* {
+    for (const QueryParam& p : params) {
+      if (p.key == key) return &p.value;
+    }
+    return nullptr;
+  };
+  auto invalid = [](std::string_view name, const std::string& value,
+                    std::string_view want) {
+    return BadRequest("invalid value " + Quoted(value) + " for " +
+                      std::string(name) + ": " + std::string(want));
+  };
+
+  if (const std::string* v = first("watch")) {
+    if (!ParseBool(*v, watch))
+      return invalid("watch", *v, "want true or false");
+  }
+  if (const std::string* v = first("resourceVersion"); v && !v->empty()) {
+    // Canonical form only (no leading zeros), so that one RV has one
+    // spelling (schema/PROTOCOL.md).
+    uint64_t rv = 0;
+    bool leading_zero = v->size() > 1 && (*v)[0] == '0';
+    if (leading_zero ||
+        !ParseDecimalU64(*v, std::numeric_limits<uint64_t>::max(), &rv)) {
+      return invalid("resourceVersion", *v,
+                     "want an unsigned decimal integer without leading "
+                     "zeros (a resourceVersion walwatch returned)");
+    }
+    w->resource_version = rv;
+  }
+  if (const std::string* v = first("timeoutSeconds"); v && !v->empty()) {
+    uint64_t seconds = 0;
+    if (!ParseDecimalU64(*v, std::numeric_limits<int64_t>::max(), &seconds)) {
+      return invalid("timeoutSeconds", *v, "want a non-negative integer");
+    }
+    w->timeout_seconds = static_cast<int64_t>(seconds);
+  }
+  if (const std::string* v = first("allowWatchBookmarks"); v && !v->empty()) {
+    if (!ParseBool(*v, &w->allow_watch_bookmarks)) {
+      return invalid("allowWatchBookmarks", *v, "want true or false");
+    }
+  }
+  if (const std::string* v = first("sendInitialEvents"); v && !v->empty()) {
+    bool send = false;
+    if (!ParseBool(*v, &send)) {
+      return invalid("sendInitialEvents", *v, "want true or false");
+    }
+    w->send_initial_events = send;
+  }
+  if (const std::string* v = first("resourceVersionMatch")) {
+    w->resource_version_match = *v;
+  }
+  if (const std::string* v = first("labelSelector")) w->label_selector = *v;
+  if (const std::string* v = first("fieldSelector")) w->field_selector = *v;
+
+  // The apiserver's rules for watch options (validateWatchOptions).
+  const std::string& match = w->resource_version_match;
+  if (!match.empty() && match != "NotOlderThan") {
+    return invalid("resourceVersionMatch", match,
+                   "a watch supports only \"NotOlderThan\"");
+  }
+  if (!match.empty() && !w->send_initial_events) {
+    return BadRequest(
+        "resourceVersionMatch is forbidden for watch unless "
+        "sendInitialEvents is provided");
+  }
+  if (w->send_initial_events && match.empty()) {
+    return BadRequest(
+        "sendInitialEvents requires setting resourceVersionMatch to "
+        "NotOlderThan");
+  }
+  return std::nullopt;
+}
+
+ParsedRequest Fail(RequestError error) {
+  ParsedRequest parsed;
+  parsed.error = std::move(error);
+  return parsed;
+}
+
+}  // namespace
+
+bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out) {
+  out->clear();
+  out->reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;  // needs two hex digits
+      int hi = HexValue(in[i + 1]);
+      int lo = HexValue(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out->push_back(' ');
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
+}
+
+ParsedRequest ParseRequest(std::string_view method, std::string_view target) {
+  size_t question = target.find('?');
+  std::string_view path = target.substr(0, question);
+  std::string_view query = question == std::string_view::npos
+                               ? std::string_view()
+                               : target.substr(question + 1);
+  if (path.empty() || path[0] != '/') {
+    return Fail(BadRequest("request target must be an absolute path"));
+  }
+
+  if (path == "/") return Fail(NotFound());
+
+  std::vector<std::string> segments;
+  std::string_view rest = path.substr(1);
+  while (true) {
+    size_t slash = rest.find('/');
+    std::string segment;
+    std::string problem = DecodePathSegment(rest.substr(0, slash), &segment);
+    if (!problem.empty()) return Fail(BadRequest(problem));
+    segments.push_back(std::move(segment));
+    if (slash == std::string_view::npos) break;
+    rest = rest.substr(slash + 1);
+  }
+
+  ParsedRequest parsed;
+  if (segments.size() == 1 && segments[0] == "healthz") {
+    parsed.route = RouteKind::kHealthz;
+  } else if (segments.size() == 1 && segments[0] == "readyz") {
+    parsed.route = RouteKind::kReadyz;
+  } else if (segments.size() == 1 && segments[0] == "livez") {
+    parsed.route = RouteKind::kLivez;
+  } else if (MatchWatchPath(segments, &parsed.watch)) {
+    parsed.route = RouteKind::kWatch;
+  } else {
+    return Fail(NotFound());
+  }
+
+  if (method != "GET") {
+    parsed.error = RequestError{405, "MethodNotAllowed",
+                                "the server does not allow this method on "
+                                "the requested resource"};
+    return parsed;
+  }
+  if (parsed.route != RouteKind::kWatch) return parsed;
+
+  std::vector<QueryParam> params;
+  std::string problem = ParseQuery(query, &params);
+  if (!problem.empty()) return Fail(BadRequest(problem));
+  bool watch = false;
+  if (std::optional<RequestError> error =
+          ApplyQuery(params, &parsed.watch, &watch)) {
+    parsed.error = std::move(error);
+    return parsed;
+  }
+  if (!watch) {
+    parsed.error = BadRequest(
+        "walwatch serves only watches (add watch=true); lists come from SQL");
+  }
+  return parsed;
+}
+
+}  // namespace walwatch

@@ -1,0 +1,80 @@
+// ParseRequest turns an HTTP method and request target into what walwatch
+// should serve: a watch (with its resource, scope and query options), a
+// health probe, or an error to answer with a Kubernetes Status.
+//
+// Watch paths (the apiserver's, with Clusterpedia's optional cluster prefix):
+//   [/clusters/{cluster}]/api/v1/[namespaces/{ns}/]{resource}
+//   [/clusters/{cluster}]/apis/{group}/{version}/[namespaces/{ns}/]{resource}
+// Health paths: /healthz, /readyz, /livez.
+//
+// Path segments and query values are percent-decoded ('+' is a space in the
+// query only). Unknown query parameters are ignored, as the apiserver does;
+// a repeated parameter counts with its first value (Go's url.Values.Get).
+//
+// Thread safety: pure function; callable from any thread. No Asio here.
+#ifndef WALWATCH_WATCHSERVER_WATCH_REQUEST_H_
+#define WALWATCH_WATCHSERVER_WATCH_REQUEST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace walwatch {
+
+enum class RouteKind { kWatch, kHealthz, kReadyz, kLivez };
+
+// Longest path segment accepted (Kubernetes' DNS subdomain name limit).
+constexpr size_t kMaxPathSegmentBytes = 253;
+
+struct WatchRequest {
+  // What to watch. group is "" for the core API (/api/v1).
+  std::string group, version, resource;
+  // Scope filters. Empty means "all": an empty segment is rejected, so an
+  // empty value can only mean the path had no such part.
+  std::string cluster;  // from /clusters/{cluster}
+  std::string ns;       // from namespaces/{ns}
+
+  // Query options, as sent. Selectors are kept as text; their semantics
+  // come later.
+  // Unset when absent or empty. Decimal, no sign, no leading zeros.
+  std::optional<uint64_t> resource_version;
+  std::string resource_version_match;      // "" or "NotOlderThan"
+  std::optional<int64_t> timeout_seconds;  // >= 0 when set
+  bool allow_watch_bookmarks = false;
+  std::optional<bool> send_initial_events;
+  std::string label_selector;
+  std::string field_selector;
+};
+
+// An error to answer with: HTTP code, Kubernetes StatusReason and message.
+struct RequestError {
+  int code = 400;
+  std::string reason;
+  std::string message;
+};
+
+struct ParsedRequest {
+  RouteKind route = RouteKind::kWatch;
+  WatchRequest watch;                 // meaningful when route == kWatch
+  std::optional<RequestError> error;  // set: answer it, serve nothing
+};
+
+// `method` is the HTTP method as sent ("GET"); `target` is the
+// request-target in origin form ("/api/v1/pods?watch=1").
+//
+// Errors: 405 MethodNotAllowed for anything but GET; 404 NotFound for a path
+// that is not a watch or health path; 400 BadRequest for a malformed path
+// segment or escape, an invalid query value (the message names it), or a
+// GET on a watch path without watch=1/true (walwatch serves only watches;
+// lists come from SQL).
+ParsedRequest ParseRequest(std::string_view method, std::string_view target);
+
+// Percent-decodes `in` into `out`. With `plus_is_space`, '+' decodes to ' '
+// (query strings). Returns false on a malformed escape.
+bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out);
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_WATCH_REQUEST_H_
