@@ -1,0 +1,313 @@
+#include "watchserver/http_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "watchserver/logging.h"
+#include "watchserver/watch_session.h"
+
+namespace walwatch {
+
+namespace net = boost::asio;
+using Protocol = net::generic::stream_protocol;
+// The generic protocol holds a Unix or a TCP socket, so one session type
+// serves both listeners.
+using Acceptor = net::basic_socket_acceptor<Protocol>;
+
+namespace {
+
+// After an accept error such as EMFILE, wait before accepting again rather
+// than spinning on the same error.
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+
+// Accepts connections on one listening socket (Unix or TCP) and starts a
+// WatchSession, on a strand of its own, for each. Owns itself like a Beast
+// listener: alive while an accept or a retry timer is pending.
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(net::io_context& io, Acceptor acceptor, bool tcp,
+           std::shared_ptr<ServerContext> context)
+      : io_(io),
+        acceptor_(std::move(acceptor)),
+        tcp_(tcp),
+        retry_timer_(acceptor_.get_executor()),
+        context_(std::move(context)) {}
+
+  void Run() {
+    net::dispatch(acceptor_.get_executor(),
+                  [self = shared_from_this()] { self->DoAccept(); });
+  }
+
+  // Any thread: stop accepting. Pending accepts complete with an error.
+  void Stop() {
+    net::post(acceptor_.get_executor(), [self = shared_from_this()] {
+      self->stopped_ = true;
+      boost::system::error_code ignored;
+      self->acceptor_.close(ignored);
+      self->retry_timer_.cancel();
+    });
+  }
+
+ private:
+  void DoAccept() {
+    if (stopped_) return;
+    acceptor_.async_accept(
+        net::make_strand(io_),
+        [self = shared_from_this()](boost::system::error_code ec, auto socket) {
+          try {
+            self->OnAccept(ec, WatchSession::Socket(std::move(socket)));
+          } catch (const std::exception& e) {
+            LogError("accepting a connection failed", {{"error", e.what()}});
+            self->DoAccept();
+          }
+        });
+  }
+
+  void OnAccept(boost::system::error_code ec, WatchSession::Socket socket) {
+    if (stopped_ || ec == net::error::operation_aborted) return;
+    if (ec) {
+      LogWarn("accept failed", {{"error", ec.message()}});
+      retry_timer_.expires_after(kAcceptRetryDelay);
+      retry_timer_.async_wait(
+          [self = shared_from_this()](boost::system::error_code wait_ec) {
+            if (!wait_ec) self->DoAccept();
+          });
+      return;
+    }
+    if (tcp_) {
+      // Events are written whole; do not hold the last segment back.
+      boost::system::error_code ignored;
+      socket.set_option(net::ip::tcp::no_delay(true), ignored);
+    }
+    std::make_shared<WatchSession>(std::move(socket), context_)->Start();
+    DoAccept();
+  }
+
+  net::io_context& io_;
+  Acceptor acceptor_;  // on its own strand
+  const bool tcp_;
+  net::steady_timer retry_timer_;
+  const std::shared_ptr<ServerContext> context_;
+  bool stopped_ = false;  // on the acceptor's strand
+};
+
+// Opens, binds and listens; returns "" or a one-line error naming `what`.
+std::string Listen(Acceptor* acceptor, const Protocol::endpoint& endpoint,
+                   bool reuse_address, const char* what) {
+  boost::system::error_code ec;
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec && reuse_address) {
+    acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  }
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (ec) return std::string("cannot bind ") + what + ": " + ec.message();
+  return "";
+}
+
+// Parses "127.0.0.1:PORT" or "[::1]:PORT"; the address must be loopback.
+std::string ParseLoopback(const std::string& text,
+                          net::ip::tcp::endpoint* out) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) {
+    return "tcp_listen \"" + text + "\": want ADDRESS:PORT";
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  boost::system::error_code ec;
+  net::ip::address address = net::ip::make_address(host, ec);
+  if (ec) return "tcp_listen \"" + text + "\": not a numeric IP address";
+  if (!address.is_loopback()) {
+    return "tcp_listen \"" + text +
+           "\": refusing a non-loopback address (walwatch has no "
+           "authentication; use the Unix socket)";
+  }
+  unsigned long port = 0;
+  for (char c : text.substr(colon + 1)) {
+    if (c < '0' || c > '9' || port > 65535) {
+      return "tcp_listen \"" + text + "\": invalid port";
+    }
+    port = port * 10 + static_cast<unsigned long>(c - '0');
+  }
+  if (port > 65535) return "tcp_listen \"" + text + "\": invalid port";
+  *out = net::ip::tcp::endpoint(address, static_cast<unsigned short>(port));
+  return "";
+}
+
+// A socket file left by a previous run is removed; a live one (something
+// accepts on it) or a file that is not a socket is an error.
+std::string RemoveStaleSocket(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return "";
+    return "cannot stat socket path " + path + ": " + std::strerror(errno);
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return "socket path " + path + " exists and is not a socket";
+  }
+  net::io_context probe_io;
+  net::local::stream_protocol::socket probe(probe_io);
+  boost::system::error_code ec;
+  probe.connect(net::local::stream_protocol::endpoint(path), ec);
+  if (!ec) return "socket path " + path + " is in use by another process";
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return "cannot remove stale socket " + path + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
+}  // namespace
+
+bool SessionRegistry::Add(const std::shared_ptr<WatchSession>& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return false;
+  sessions_[session.get()] = session;
+  return true;
+}
+
+void SessionRegistry::Remove(const WatchSession* session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.erase(session);
+}
+
+std::vector<std::shared_ptr<WatchSession>> SessionRegistry::BeginStop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  std::vector<std::shared_ptr<WatchSession>> live;
+  for (auto& entry : sessions_) {
+    if (std::shared_ptr<WatchSession> session = entry.second.lock()) {
+      live.push_back(std::move(session));
+    }
+  }
+  return live;
+}
+
+size_t SessionRegistry::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
+}
+
+struct HttpServer::Impl {
+  Impl(net::io_context& io, std::shared_ptr<ServerContext> context)
+      : io(io), context(std::move(context)) {}
+
+  net::io_context& io;
+  const std::shared_ptr<ServerContext> context;
+  std::vector<std::shared_ptr<Listener>> listeners;
+  bool started = false;
+  bool stopped = false;
+  bool socket_file_created = false;
+};
+
+HttpServer::HttpServer(net::io_context& io, EventLog& log,
+                       ResourceCatalog& catalog, HttpServerOptions options,
+                       std::function<bool()> ready)
+    : impl_(std::make_unique<Impl>(
+          io, std::make_shared<ServerContext>(log, catalog, std::move(options),
+                                              std::move(ready)))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::string HttpServer::Start() {
+  if (impl_->started) return "HttpServer already started";
+  if (impl_->stopped) return "HttpServer already stopped";
+  const HttpServerOptions& options = impl_->context->options;
+  const std::string& path = options.socket_path;
+  if (path.empty()) return "socket_path is required";
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return "socket path " + path + " is longer than " +
+           std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes";
+  }
+  net::ip::tcp::endpoint tcp_endpoint;
+  if (!options.tcp_listen.empty()) {
+    std::string error = ParseLoopback(options.tcp_listen, &tcp_endpoint);
+    if (!error.empty()) return error;
+  }
+  if (std::string error = RemoveStaleSocket(path); !error.empty()) {
+    return error;
+  }
+
+  std::vector<Acceptor> acceptors;
+  acceptors.emplace_back(net::make_strand(impl_->io));
+  std::string error =
+      Listen(&acceptors.back(),
+             Protocol::endpoint(net::local::stream_protocol::endpoint(path)),
+             /*reuse_address=*/false, path.c_str());
+  if (!error.empty()) return error;
+  impl_->socket_file_created = true;
+  boost::system::error_code ec;
+  if (chmod(path.c_str(), static_cast<mode_t>(options.socket_mode)) != 0) {
+    error = "cannot chmod socket " + path + ": " + std::strerror(errno);
+  }
+  if (error.empty()) {
+    acceptors.back().listen(net::socket_base::max_listen_connections, ec);
+    if (ec) error = "cannot listen on " + path + ": " + ec.message();
+  }
+  if (error.empty() && !options.tcp_listen.empty()) {
+    acceptors.emplace_back(net::make_strand(impl_->io));
+    error = Listen(&acceptors.back(), Protocol::endpoint(tcp_endpoint),
+                   /*reuse_address=*/true, options.tcp_listen.c_str());
+    if (error.empty()) {
+      acceptors.back().listen(net::socket_base::max_listen_connections, ec);
+      if (ec)
+        error = "cannot listen on " + options.tcp_listen + ": " + ec.message();
+    }
+  }
+  if (!error.empty()) {
+    unlink(path.c_str());
+    impl_->socket_file_created = false;
+    return error;
+  }
+
+  impl_->started = true;
+  for (size_t i = 0; i < acceptors.size(); ++i) {
+    // acceptors[0] is the Unix socket, acceptors[1] the TCP one.
+    impl_->listeners.push_back(std::make_shared<Listener>(
+        impl_->io, std::move(acceptors[i]), /*tcp=*/i == 1, impl_->context));
+    impl_->listeners.back()->Run();
+  }
+  LogInfo("serving watches", {{"socket", path}, {"tcp", options.tcp_listen}});
+  return "";
+}
+
+void HttpServer::Stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  for (const std::shared_ptr<Listener>& listener : impl_->listeners) {
+    listener->Stop();
+  }
+  impl_->listeners.clear();
+  // Sessions registered from now on end at once (SessionRegistry::Add).
+  for (const std::shared_ptr<WatchSession>& session :
+       impl_->context->sessions.BeginStop()) {
+    session->Shutdown();
+  }
+  if (impl_->socket_file_created) {
+    unlink(impl_->context->options.socket_path.c_str());
+    impl_->socket_file_created = false;
+  }
+}
+
+size_t HttpServer::active_sessions() const {
+  return impl_->context->sessions.size();
+}
+
+}  // namespace walwatch
