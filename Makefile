@@ -19,7 +19,7 @@ test:
 	tests/tools/run-tests.sh
 
 bench:
-	@echo "make bench: not yet -- no benchmarks are wired up (WALWATCH_BUILD_BENCH is OFF)."
+	tests/bench/run-bench.sh
 
 deps:
 	tests/tools/install-deps.sh

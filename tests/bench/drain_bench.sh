@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# Backlog drain: how fast walwatch turns a backlog of wal2json changes into
+# watch events delivered to a watcher, next to pg_recvlogical draining the same
+# backlog with the same wal2json options into /dev/null (the walsender's own
+# speed: the ceiling for any wal2json consumer).
+#
+#   tests/bench/drain_bench.sh
+#
+# Steps: a throwaway PostgreSQL 15 + wal2json (tests/tools/pg-sandbox.sh);
+# Clusterpedia's table (schema/clusterpedia.sql, REPLICA IDENTITY FULL); one
+# pair of fresh logical slots per repetition (bench_recv_R for pg_recvlogical,
+# bench_ww_R for walwatch), created before the load so each sees the whole
+# backlog; BENCH_ROWS Kubernetes-like Pods of ~3 KB jsonb inserted (one row
+# per transaction, as Clusterpedia writes, or batches); then per repetition:
+#   pg_recvlogical  --start --endpos=<WAL position after the load> -f /dev/null
+#                   timed from its start to its exit;
+#   walwatch        started on the loaded backlog, with one watcher
+#                   GET /api/v1/pods?watch=1&resourceVersion=<slot start - 1>
+#                   (the stream's floor: every backlog row arrives as ADDED),
+#                   timed from walwatch's start to the watcher's Nth event.
+# Prints the median rows/s of each and the ratio walwatch / pg_recvlogical:
+#   walwatch drain: X rows/s, pg_recvlogical: Y rows/s, ratio Z
+#
+# Environment:
+#   BENCH_ROWS (100000)      rows in the backlog
+#   BENCH_TXN (single)       single: one row per transaction; batch: BENCH_BATCH
+#   BENCH_BATCH (1000)       rows per transaction when BENCH_TXN=batch
+#   BENCH_REPS (3)           repetitions (medians are reported)
+#   BENCH_TIMEOUT (600)      seconds any one step may take
+#   WALWATCH_BIN             default build-bench/walwatch, else build/walwatch
+#   BENCH_DRAIN_OUT          also write key=value results to this file
+#   BENCH_KEEP=1             keep the sandbox directory (logs) at the end
+#   BENCH_PERF_DIR           record a system-wide CPU profile of each drain
+#                            (perf record -a -g -e cpu-clock) into this
+#                            directory: recvlogical.R.data, walwatch.R.data
+# Needs: PostgreSQL 15 + wal2json (make deps), curl.
+# shellcheck disable=SC2317  # functions called from traps only
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+ROWS=${BENCH_ROWS:-100000}
+TXN=${BENCH_TXN:-single}
+BATCH=${BENCH_BATCH:-1000}
+REPS=${BENCH_REPS:-3}
+TIMEOUT=${BENCH_TIMEOUT:-600}
+if [[ -z "${WALWATCH_BIN:-}" ]]; then
+  WALWATCH_BIN=$ROOT/build-bench/walwatch
+  [[ -x "$WALWATCH_BIN" ]] || WALWATCH_BIN=$ROOT/build/walwatch
+fi
+PG_BINDIR=${WALWATCH_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+PG_RECVLOGICAL=$PG_BINDIR/pg_recvlogical
+[[ -x "$PG_RECVLOGICAL" ]] || PG_RECVLOGICAL=$(command -v pg_recvlogical)
+
+say() { echo "drain_bench: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+[[ "$ROWS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_ROWS must be a positive integer"
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS must be a positive integer"
+[[ "$BATCH" =~ ^[1-9][0-9]*$ ]] || die "BENCH_BATCH must be a positive integer"
+[[ "$TXN" == single || "$TXN" == batch ]] || die "BENCH_TXN must be single or batch"
+[[ -x "$WALWATCH_BIN" ]] || die "no walwatch binary ($WALWATCH_BIN); build it first"
+command -v curl >/dev/null || die "curl is missing"
+
+DIR=""
+WALWATCH_PID=""
+PERF_PID=""
+
+# System-wide profile of one drain, when BENCH_PERF_DIR is set.
+perf_start() {
+  [[ -n "${BENCH_PERF_DIR:-}" ]] || return 0
+  mkdir -p "$BENCH_PERF_DIR"
+  perf record -a -g -e cpu-clock -o "$BENCH_PERF_DIR/$1.data" >"$BENCH_PERF_DIR/$1.log" 2>&1 &
+  PERF_PID=$!
+  sleep 0.5  # let it start
+}
+perf_stop() {
+  local pid=$PERF_PID
+  PERF_PID=""
+  [[ -n "$pid" ]] || return 0
+  kill -INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_walwatch() {
+  local pid=$WALWATCH_PID i
+  WALWATCH_PID=""
+  [[ -n "$pid" ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap '' INT TERM
+  stop_walwatch
+  perf_stop
+  if [[ -n "$DIR" ]]; then
+    if [[ "${BENCH_KEEP:-}" == 1 ]]; then
+      "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR/pg" >/dev/null 2>&1
+      say "kept $DIR"
+    else
+      "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR/pg" >/dev/null 2>&1
+      rm -rf -- "$DIR"
+    fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+now_ns() { date +%s%N; }
+
+DIR=$(mktemp -d /tmp/ww-bench.XXXXXX)
+chmod 0755 "$DIR"
+eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")"
+CONNINFO="host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
+psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+psql_v() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
+
+psql_q -f "$ROOT/schema/clusterpedia.sql"
+
+# A Kubernetes-like Pod of ~3 KB of jsonb text for row i: labels,
+# annotations, ownerReferences, managedFields, one container, status. md5
+# makes names, uids and hashes vary, so compression is realistic.
+psql_q <<'SQL'
+CREATE FUNCTION bench_pod(i int) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+SELECT jsonb_build_object(
+  'apiVersion', 'v1', 'kind', 'Pod',
+  'metadata', jsonb_build_object(
+    'name', 'web-' || h || '-' || i,
+    'generateName', 'web-' || h || '-',
+    'namespace', 'team-' || (i % 7),
+    'uid', md5('uid' || i)::uuid::text,
+    'resourceVersion', (1000000 + i)::text,
+    'creationTimestamp', '2026-12-02T13:21:36Z',
+    'labels', jsonb_build_object('app', 'web', 'pod-template-hash', h,
+                                 'app.kubernetes.io/part-of', 'shop',
+                                 'app.kubernetes.io/version', '1.24.' || (i % 10)),
+    'annotations', jsonb_build_object(
+      'shadow.clusterpedia.io/cluster-name', 'c1',
+      'prometheus.io/scrape', 'true', 'prometheus.io/port', '8080'),
+    'ownerReferences', jsonb_build_array(jsonb_build_object(
+      'apiVersion', 'apps/v1', 'kind', 'ReplicaSet', 'name', 'web-' || h,
+      'uid', md5('rs' || i)::uuid::text, 'controller', true,
+      'blockOwnerDeletion', true)),
+    'managedFields', jsonb_build_array(
+      jsonb_build_object('manager', 'kube-controller-manager',
+        'operation', 'Update', 'apiVersion', 'v1',
+        'time', '2026-12-02T13:21:36Z', 'fieldsType', 'FieldsV1',
+        'fieldsV1', jsonb_build_object(
+          'f:metadata', jsonb_build_object(
+            'f:generateName', '{}'::jsonb,
+            'f:labels', '{".": {}, "f:app": {}, "f:pod-template-hash": {}}'::jsonb,
+            'f:ownerReferences', jsonb_build_object(
+              '.', '{}'::jsonb,
+              'k:{"uid":"' || md5('rs' || i)::uuid::text || '"}', '{}'::jsonb)),
+          'f:spec', '{"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:env": {}, "f:image": {}, "f:name": {}, "f:ports": {}, "f:resources": {}}}, "f:dnsPolicy": {}, "f:restartPolicy": {}}'::jsonb)),
+      jsonb_build_object('manager', 'kubelet', 'operation', 'Update',
+        'apiVersion', 'v1', 'time', '2026-12-02T13:21:40Z',
+        'fieldsType', 'FieldsV1', 'subresource', 'status',
+        'fieldsV1', '{"f:status": {"f:conditions": {}, "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}, "f:startTime": {}}}'::jsonb))),
+  'spec', jsonb_build_object(
+    'containers', jsonb_build_array(jsonb_build_object(
+      'name', 'web',
+      'image', 'registry.example.com/shop/web:1.24.' || (i % 10),
+      'ports', '[{"name": "http", "protocol": "TCP", "containerPort": 8080}]'::jsonb,
+      'env', jsonb_build_array(
+        jsonb_build_object('name', 'POD_SEED', 'value', md5('env' || i)),
+        jsonb_build_object('name', 'LOG_LEVEL', 'value', 'info'),
+        jsonb_build_object('name', 'UPSTREAM', 'value', 'http://api.team-' || (i % 7) || '.svc:8080')),
+      'resources', '{"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}'::jsonb,
+      'readinessProbe', '{"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"}, "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3, "successThreshold": 1}'::jsonb,
+      'terminationMessagePath', '/dev/termination-log',
+      'terminationMessagePolicy', 'File', 'imagePullPolicy', 'IfNotPresent')),
+    'restartPolicy', 'Always', 'terminationGracePeriodSeconds', 30,
+    'dnsPolicy', 'ClusterFirst', 'serviceAccountName', 'default',
+    'nodeName', 'node-' || (i % 500) || '.example.internal',
+    'schedulerName', 'default-scheduler', 'priority', 0,
+    'tolerations', '[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "operator": "Exists", "tolerationSeconds": 300}]'::jsonb),
+  'status', jsonb_build_object(
+    'phase', 'Running',
+    'conditions', '[{"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-02T13:21:36Z"}, {"type": "Ready", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-02T13:21:40Z"}, {"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-02T13:21:36Z"}]'::jsonb,
+    'hostIP', '192.168.7.' || (i % 250),
+    'podIP', '10.244.' || (i % 250) || '.' || ((i / 250) % 250),
+    'startTime', '2026-12-02T13:21:36Z',
+    'containerStatuses', jsonb_build_array(jsonb_build_object(
+      'name', 'web', 'ready', true, 'restartCount', 0, 'started', true,
+      'state', jsonb_build_object('running', jsonb_build_object('startedAt', '2026-12-02T13:21:39Z')),
+      'image', 'registry.example.com/shop/web:1.24.' || (i % 10),
+      'imageID', 'registry.example.com/shop/web@sha256:' || md5('img' || i) || md5('img2' || i),
+      'containerID', 'containerd://' || md5('c' || i) || md5('c2' || i))),
+    'qosClass', 'Burstable'))
+FROM (SELECT substr(md5(i::text), 1, 10) AS h) AS x
+$$;
+
+CREATE PROCEDURE bench_load(n int, batch int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..n LOOP
+    INSERT INTO resources ("group", version, resource, kind, cluster,
+                           namespace, name, owner_uid, uid, resource_version,
+                           object, created_at, synced_at)
+    SELECT '', 'v1', 'pods', 'Pod', 'c1', o->'metadata'->>'namespace',
+           o->'metadata'->>'name', md5('rs' || i)::uuid::text,
+           o->'metadata'->>'uid', o->'metadata'->>'resourceVersion', o,
+           now(), now()
+    FROM bench_pod(i) AS o;
+    IF i % batch = 0 THEN COMMIT; END IF;
+  END LOOP;
+  COMMIT;
+END $$;
+SQL
+
+OBJ_BYTES=$(psql_v -c "SELECT avg(length(bench_pod(i)::text))::int FROM generate_series(1, 200) AS i")
+
+# Fresh slots for every repetition, all created before the load.
+for ((r = 1; r <= REPS; r++)); do
+  psql_v -c "SELECT pg_create_logical_replication_slot('bench_recv_$r', 'wal2json')" \
+         -c "SELECT pg_create_logical_replication_slot('bench_ww_$r', 'wal2json')" >/dev/null
+done
+
+per_txn=1
+[[ "$TXN" == batch ]] && per_txn=$BATCH
+say "loading $ROWS Pods of ~$OBJ_BYTES bytes of jsonb, $per_txn row(s) per transaction ..."
+t0=$(now_ns)
+timeout "$TIMEOUT" psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_load($ROWS, $per_txn)"
+t1=$(now_ns)
+LOAD_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+END_LSN=$(psql_v -c "SELECT pg_current_wal_lsn()")
+WAL_BYTES=$(psql_v -c "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'bench_recv_1'")
+say "loaded at $LOAD_RPS rows/s; backlog of $WAL_BYTES bytes of WAL up to $END_LSN"
+
+WAL2JSON_OPTS=(-o format-version=2 -o include-xids=1 -o include-lsn=1
+  -o include-timestamp=1 -o include-types=0 -o add-tables=public.resources)
+
+# One pg_recvlogical drain; sets RECV_RPS.
+run_recvlogical() {
+  local r=$1 t0 t1
+  perf_start "recvlogical.$r"
+  t0=$(now_ns)
+  if ! timeout "$TIMEOUT" "$PG_RECVLOGICAL" -d "$CONNINFO" --slot "bench_recv_$r" \
+      --start --endpos "$END_LSN" --no-loop "${WAL2JSON_OPTS[@]}" -f /dev/null \
+      2>"$DIR/recvlogical.$r.err"; then
+    cat "$DIR/recvlogical.$r.err" >&2
+    die "pg_recvlogical failed (repetition $r)"
+  fi
+  t1=$(now_ns)
+  perf_stop
+  RECV_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+}
+
+# Reads the watch stream: records when the first event arrived, then prints
+# how many of the first ROWS lines are ADDED events.
+count_events() {
+  local first_file=$1 first
+  IFS= read -r first || { echo 0; return 0; }
+  now_ns >"$first_file"
+  { printf '%s\n' "$first"; head -n $((ROWS - 1)); } | grep -c '^{"type":"ADDED"' || true
+}
+
+# One walwatch drain; sets WW_RPS (walwatch's start to the watcher's last
+# event) and WW_STREAM_RPS (first to last event).
+run_walwatch() {
+  local r=$1 floor sock fifo t0 t1 tfirst count i curl_pid
+  floor=$(psql_v -c "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::numeric - 1
+                     FROM pg_replication_slots WHERE slot_name = 'bench_ww_$r'")
+  sock=$DIR/walwatch.$r.sock
+  fifo=$DIR/watch.$r.fifo
+  rm -f "$DIR/first.$r" "$fifo"
+  mkfifo "$fifo"
+  perf_start "walwatch.$r"
+  t0=$(now_ns)
+  "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "bench_ww_$r" --socket "$sock" \
+    --metrics-address= --max-log-bytes 8Gi --max-watcher-backlog 8Gi \
+    --log-level warn >"$DIR/walwatch.$r.log" 2>&1 &
+  WALWATCH_PID=$!
+  for ((i = 0; i < TIMEOUT * 100; i++)); do
+    [[ -S "$sock" ]] && break
+    kill -0 "$WALWATCH_PID" 2>/dev/null || { cat "$DIR/walwatch.$r.log" >&2; die "walwatch exited"; }
+    sleep 0.01
+  done
+  [[ -S "$sock" ]] || die "walwatch did not create its socket"
+  # The watch stays open after the last event: read ROWS lines from a FIFO,
+  # then stop curl.
+  timeout "$TIMEOUT" curl -sN --unix-socket "$sock" \
+    "http://localhost/api/v1/pods?watch=1&resourceVersion=$floor" >"$fifo" &
+  curl_pid=$!
+  count=$(count_events "$DIR/first.$r" <"$fifo")
+  t1=$(now_ns)
+  perf_stop
+  kill -TERM "$curl_pid" 2>/dev/null || true
+  wait "$curl_pid" 2>/dev/null || true
+  stop_walwatch
+  if [[ "$count" != "$ROWS" ]]; then
+    tail -n 20 "$DIR/walwatch.$r.log" >&2
+    die "the watcher got $count of $ROWS ADDED events (repetition $r)"
+  fi
+  tfirst=$(cat "$DIR/first.$r")
+  WW_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+  WW_STREAM_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - tfirst)) 'BEGIN { printf "%.0f", (n - 1) / (ns / 1e9) }')
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+recv_all=() ww_all=() ww_stream_all=()
+for ((r = 1; r <= REPS; r++)); do
+  run_recvlogical "$r"
+  run_walwatch "$r"
+  say "repetition $r: pg_recvlogical $RECV_RPS rows/s; walwatch $WW_RPS rows/s (start to last event), $WW_STREAM_RPS rows/s (first to last event)"
+  recv_all+=("$RECV_RPS") ww_all+=("$WW_RPS") ww_stream_all+=("$WW_STREAM_RPS")
+done
+
+RECV=$(printf '%s\n' "${recv_all[@]}" | median)
+WW=$(printf '%s\n' "${ww_all[@]}" | median)
+WW_STREAM=$(printf '%s\n' "${ww_stream_all[@]}" | median)
+RATIO=$(awk -v a="$WW" -v b="$RECV" 'BEGIN { printf "%.2f", a / b }')
+
+echo "walwatch drain: $WW rows/s, pg_recvlogical: $RECV rows/s, ratio $RATIO"
+say "rows=$ROWS txn=$TXN object_bytes~$OBJ_BYTES wal_bytes=$WAL_BYTES load=$LOAD_RPS rows/s; walwatch first-to-last event: $WW_STREAM rows/s"
+say "all repetitions: pg_recvlogical ${recv_all[*]}; walwatch ${ww_all[*]}; walwatch first-to-last ${ww_stream_all[*]}"
+if [[ -n "${BENCH_DRAIN_OUT:-}" ]]; then
+  cat >"$BENCH_DRAIN_OUT" <<EOF
+rows=$ROWS
+txn=$TXN
+rows_per_txn=$per_txn
+reps=$REPS
+object_bytes=$OBJ_BYTES
+wal_bytes=$WAL_BYTES
+load_rows_per_s=$LOAD_RPS
+recvlogical_rows_per_s=$RECV
+walwatch_rows_per_s=$WW
+walwatch_stream_rows_per_s=$WW_STREAM
+ratio=$RATIO
+recvlogical_all="${recv_all[*]}"
+walwatch_all="${ww_all[*]}"
+walwatch_stream_all="${ww_stream_all[*]}"
+EOF
+fi

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# `make bench`: builds the benchmarks, runs them, prints a report and appends
+# it to BENCHMARKS.md (machine, commit, commands, median figures, targets).
+#
+#   tests/bench/run-bench.sh
+#
+# 1. cmake -DWALWATCH_BUILD_BENCH=ON in build-bench/ (the build type `make`
+#    ships, RelWithDebInfo), targets decoder_bench and walwatch;
+# 2. decoder_bench, 5 repetitions, medians (tests/bench/decoder_bench.cc);
+# 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical.
+#
+# Environment:
+#   BENCH_ONLY=decoder|drain   run one half only
+#   BENCH_REPETITIONS (5)      decoder_bench repetitions
+#   BENCH_MIN_TIME (0.5)       decoder_bench seconds per repetition
+#   BENCH_FILTER               decoder_bench --benchmark_filter
+#   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md alone
+#   BENCH_BUILD_DIR (build-bench), JOBS (2)
+#   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
+# shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD_DIR=${BENCH_BUILD_DIR:-build-bench}
+JOBS=${JOBS:-2}
+REPETITIONS=${BENCH_REPETITIONS:-5}
+MIN_TIME=${BENCH_MIN_TIME:-0.5}
+ONLY=${BENCH_ONLY:-}
+say() { echo "run-bench: $*" >&2; }
+
+[[ -z "$ONLY" || "$ONLY" == decoder || "$ONLY" == drain ]] ||
+  { say "BENCH_ONLY must be decoder or drain"; exit 2; }
+
+WORK=$(mktemp -d /tmp/ww-runbench.XXXXXX)
+trap 'rm -rf -- "$WORK"' EXIT
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+say "configuring and building in $BUILD_DIR ..."
+cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF >/dev/null
+cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench walwatch
+
+DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
+  "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
+[[ -n "${BENCH_FILTER:-}" ]] && DECODER_CMD+=("--benchmark_filter=$BENCH_FILTER")
+
+DRAIN_ENV="BENCH_ROWS=${BENCH_ROWS:-100000} BENCH_TXN=${BENCH_TXN:-single} BENCH_REPS=${BENCH_REPS:-3}"
+[[ "${BENCH_TXN:-single}" == batch ]] && DRAIN_ENV+=" BENCH_BATCH=${BENCH_BATCH:-1000}"
+
+if [[ "$ONLY" != drain ]]; then
+  say "running ${DECODER_CMD[*]} ..."
+  "${DECODER_CMD[@]}" --benchmark_out="$WORK/decoder.json" \
+    --benchmark_out_format=json | tee "$WORK/decoder.txt"
+fi
+if [[ "$ONLY" != decoder ]]; then
+  say "running $DRAIN_ENV tests/bench/drain_bench.sh ..."
+  # shellcheck disable=SC2086  # DRAIN_ENV is NAME=value words
+  env $DRAIN_ENV WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" \
+    BENCH_DRAIN_OUT="$WORK/drain.env" tests/bench/drain_bench.sh
+fi
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- the report ---------------------------------------------------------------
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if ! git diff --quiet HEAD 2>/dev/null; then
+  commit+=" (with uncommitted changes in the working tree)"
+fi
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+pg=$(/usr/lib/postgresql/15/bin/postgres --version 2>/dev/null | awk '{ print $3 }' || true)
+simdjson=$(dpkg-query -W -f '${Version}' libsimdjson-dev 2>/dev/null || echo '?')
+march=$(awk -F= '/^WALWATCH_MARCH:/ { print $2 }' "$BUILD_DIR/CMakeCache.txt")
+build_type=$(awk -F= '/^CMAKE_BUILD_TYPE:/ { print $2 }' "$BUILD_DIR/CMakeCache.txt")
+
+# Medians (and the coefficient of variation of bytes/s) from decoder_bench's
+# JSON: one line "family size op bytes_per_s items_per_s line_bytes obj_bytes cv".
+decoder_rows() {
+  awk '
+    /"name":/ { gsub(/[",]/, "", $2); name = $2 }
+    /"aggregate_name":/ { gsub(/[",]/, "", $2); agg = $2 }
+    /"bytes_per_second":/ { gsub(/,/, "", $2); bps = $2 }
+    /"items_per_second":/ { gsub(/,/, "", $2); ips = $2 }
+    /"row_line_bytes":/ { gsub(/,/, "", $2); line = $2 }
+    /"object_bytes":/ { gsub(/,/, "", $2); obj = $2 }
+    /^    }/ {
+      if (name != "") {
+        base = name; sub(/_(median|mean|stddev|cv)$/, "", base)
+        if (agg == "median") { m[base] = bps " " ips " " line " " obj; order[++n] = base }
+        if (agg == "cv") cv[base] = bps
+      }
+      name = ""; agg = ""
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        b = order[i]; split(b, p, "/")
+        print p[1], p[2], p[3], m[b], (b in cv ? cv[b] : 0)
+      }
+    }' "$WORK/decoder.json"
+}
+
+decoder_table() {
+  decoder_rows | awk '
+    { key = $2 " " $3; if (!(key in seen)) { seen[key] = 1; keys[++n] = key }
+      bps[key, $1] = $4; ips[key, $1] = $5; line[key] = $6; obj[key] = $7
+      cv[key, $1] = $8 }
+    function gb(x) { return sprintf("%.2f", x / 1e9) }
+    END {
+      print "| object (jsonb text) | row | row line | raw DOM | raw On-Demand | **Decode** | Decode / On-Demand | raw On-Demand nested | **Decode+Build** | Decode+Build events/s | Decode+Build / nested | decoder target |"
+      print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+      for (i = 1; i <= n; i++) {
+        k = keys[i]; split(k, p, " ")
+        d = bps[k, "Decode"]; od = bps[k, "SimdjsonOnDemand"]
+        nest = bps[k, "SimdjsonOnDemandNested"]; full = bps[k, "DecodeBuild"]
+        verdict = (d >= 1e9 || (od > 0 && d >= od / 2)) ? "met" : sprintf("missed: %.0f%% below 1 GB/s", 100 * (1 - d / 1e9))
+        if (d < 1e9 && od > 0 && d >= od / 2) verdict = sprintf("met (%.2f of raw)", d / od)
+        printf "| %.1f KB | %s | %.1f KB | %s | %s | **%s** | %.2f | %s | **%s** | %.0fk | %.2f | %s |\n",
+          obj[k] / 1000, p[2], line[k] / 1000, gb(bps[k, "SimdjsonDom"]), gb(od), gb(d),
+          (od > 0 ? d / od : 0), gb(nest), gb(full), ips[k, "DecodeBuild"] / 1000,
+          (nest > 0 ? full / nest : 0), verdict
+      }
+    }'
+}
+
+{
+  echo
+  echo "## $(date -u '+%Y-%m-%d %H:%M UTC') — commit $commit"
+  echo
+  echo "Machine: $(nproc) cores, $cpu, $mem RAM, Linux $(uname -r); load average ${LOAD_BEFORE} before, ${LOAD_AFTER} after."
+  echo "Build: $build_type, -march=$march, g++ $(g++ -dumpfullversion 2>/dev/null), simdjson $simdjson, PostgreSQL ${pg:-?} + wal2json."
+  echo
+  echo "Commands (\`make bench\` = \`tests/bench/run-bench.sh\`):"
+  echo
+  echo '```'
+  [[ "$ONLY" != drain ]] && echo "${DECODER_CMD[*]}"
+  [[ "$ONLY" != decoder ]] && echo "$DRAIN_ENV tests/bench/drain_bench.sh"
+  echo '```'
+  if [[ "$ONLY" != drain ]]; then
+    echo
+    echo "Decoder, one core, median of $REPETITIONS; GB/s = 10^9 bytes of wal2json input (B, row and C lines of one-row transactions) per CPU-second:"
+    echo
+    decoder_table
+    grep -E '^simdjson_(ondemand|dom)_kernel' "$WORK/decoder.txt" | sed 's/^/- /'
+  fi
+  if [[ "$ONLY" != decoder ]]; then
+    # shellcheck disable=SC1091  # drain_bench.sh's key=value lines
+    source "$WORK/drain.env"
+    verdict=$(awk -v r="$ratio" 'BEGIN { if (r >= 0.9) print "met"; else printf "missed by %.0f%% (%.2f of the 0.9 target)", 100 * (0.9 - r) / 0.9, r / 0.9 }')
+    echo
+    echo "Backlog drain, $rows Pods of ~$object_bytes bytes of jsonb, $rows_per_txn row(s) per transaction ($wal_bytes bytes of WAL; loaded at $load_rows_per_s rows/s), median of $reps:"
+    echo
+    echo "| | rows/s | all repetitions |"
+    echo "|---|---|---|"
+    echo "| pg_recvlogical → /dev/null | $recvlogical_rows_per_s | $recvlogical_all |"
+    echo "| walwatch → one watcher (start to last event) | $walwatch_rows_per_s | $walwatch_all |"
+    echo "| walwatch (first to last event) | $walwatch_stream_rows_per_s | $walwatch_stream_all |"
+    echo
+    echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
+  fi
+} >"$WORK/report.md"
+
+echo
+cat "$WORK/report.md"
+if [[ "${BENCH_NO_APPEND:-}" != 1 ]]; then
+  if [[ ! -f BENCHMARKS.md ]]; then
+    # shellcheck disable=SC2016  # backquotes are Markdown
+    printf '# walwatch benchmarks\n\nAppended by `make bench` (tests/bench/run-bench.sh).\n' >BENCHMARKS.md
+  fi
+  cat "$WORK/report.md" >>BENCHMARKS.md
+  say "appended to BENCHMARKS.md"
+fi
