@@ -109,7 +109,7 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
     bool done = false;
   };
   auto signal = std::make_shared<Signal>();
-  log_->WaitForRv(target - 1, [signal] {
+  uint64_t id = log_->WaitForRv(target - 1, [signal] {
     std::lock_guard<std::mutex> lock(signal->mu);
     signal->done = true;
     signal->cv.notify_all();
@@ -121,7 +121,11 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
     // than wait for the next (up to wal_sender_timeout/2 away).
     request_keepalive_();
     auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
+    if (now >= deadline) {
+      lock.unlock();
+      log_->CancelWaitForRv(id);
+      return false;
+    }
     signal->cv.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
                                   std::chrono::milliseconds(100),
                                   deadline - now));

@@ -23,7 +23,11 @@ EventLog::AppendResult EventLog::AppendTransaction(
     assert(commit_lsn > current_rv_);
     EvictToFitLocked(incoming);
     txns_.push_back({commit_lsn, events.front()->xid});
-    for (auto& e : events) events_.push_back(std::move(e));
+    for (auto& e : events) {
+      offsets_.push_back(appended_bytes_);
+      appended_bytes_ += e->MemoryBytes();
+      events_.push_back(std::move(e));
+    }
     bytes_ += incoming;
     current_rv_ = commit_lsn;
     wake = TakeWaitersLocked();
@@ -47,6 +51,7 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
     // that a watcher at the tail is behind it too and gets 410 Expired.
     first_seq_ += events_.size() + 1;
     events_.clear();
+    offsets_.clear();
     bytes_ = 0;
     floor_rv_ = std::max(floor_rv_, commit_lsn);
     current_rv_ = std::max(current_rv_, commit_lsn);
@@ -76,20 +81,59 @@ void EventLog::SetClassifiableFromXid(uint64_t xid) {
 void EventLog::TakeRvWaitersLocked(std::vector<std::function<void()>>* wake) {
   auto end = rv_waiters_.upper_bound(current_rv_);
   for (auto it = rv_waiters_.begin(); it != end; ++it) {
-    wake->push_back(std::move(it->second));
+    wake->push_back(std::move(it->second.wake));
   }
   rv_waiters_.erase(rv_waiters_.begin(), end);
 }
 
-void EventLog::WaitForRv(uint64_t rv, std::function<void()> wake) {
+uint64_t EventLog::WaitForRv(uint64_t rv, std::function<void()> wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (current_rv_ < rv) {
-      rv_waiters_.emplace(rv, std::move(wake));
-      return;
+      uint64_t id = next_waiter_id_++;
+      rv_waiters_.emplace(rv, RvWaiter{id, std::move(wake)});
+      return id;
     }
   }
   wake();
+  return 0;
+}
+
+void EventLog::CancelWaitForRv(uint64_t id) {
+  std::function<void()> dropped;  // destroyed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = rv_waiters_.begin(); it != rv_waiters_.end(); ++it) {
+    if (it->second.id == id) {
+      dropped = std::move(it->second.wake);
+      rv_waiters_.erase(it);
+      return;
+    }
+  }
+}
+
+uint64_t EventLog::ResumeRvAt(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t tail = first_seq_ + events_.size();
+  if (seq < first_seq_) return 0;
+  if (seq >= tail) return current_rv_;
+  const Event& next = *events_[seq - first_seq_];
+  if (seq == first_seq_) {
+    // Everything before the log's first event is at or below the floor;
+    // the first transaction commits above it.
+    return std::max(floor_rv_, next.commit_lsn - 1);
+  }
+  const Event& prev = *events_[seq - first_seq_ - 1];
+  // Mid-transaction the watcher has not seen the whole of it: its earlier
+  // events' RV re-sends it. At a boundary, the previous commit.
+  return prev.last_in_txn ? prev.commit_lsn : next.rv;
+}
+
+uint64_t EventLog::BacklogBytes(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seq < first_seq_) return appended_bytes_;  // expired: everything
+  uint64_t tail = first_seq_ + events_.size();
+  if (seq >= tail) return 0;
+  return appended_bytes_ - offsets_[seq - first_seq_];
 }
 
 bool EventLog::ParseSnapshot(std::string_view text, Snapshot* out) {
@@ -178,6 +222,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     txns_.pop_front();
     bytes_ -= e->MemoryBytes();
     events_.pop_front();
+    offsets_.pop_front();
     ++first_seq_;
     if (last) ++evicted_transactions_;
     // Finish the transaction even if this made room already.
@@ -186,6 +231,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
       last = f->last_in_txn;
       bytes_ -= f->MemoryBytes();
       events_.pop_front();
+      offsets_.pop_front();
       ++first_seq_;
       if (last) ++evicted_transactions_;
     }

@@ -95,7 +95,19 @@ class EventLog {
 
   // Calls `wake` once, outside the lock, as soon as current_rv() >= rv
   // (immediately if it already is). Same rules for `wake` as WaitForAppend.
-  void WaitForRv(uint64_t rv, std::function<void()> wake);
+  // Returns an id for CancelWaitForRv, or 0 if `wake` was already called.
+  uint64_t WaitForRv(uint64_t rv, std::function<void()> wake);
+  // Forgets a waiter that has not fired (for a watch that gave up).
+  void CancelWaitForRv(uint64_t id);
+
+  // The RV a watcher whose cursor is at `seq` has fully seen: resuming from
+  // it continues exactly at `seq`. At the tail that is current_rv(), so a
+  // bookmark's RV keeps moving while the watched resource is idle. 0 if `seq`
+  // was evicted.
+  uint64_t ResumeRvAt(uint64_t seq) const;
+
+  // Bytes of the events from `seq` to the tail: a watcher's unsent backlog.
+  uint64_t BacklogBytes(uint64_t seq) const;
 
   // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
   struct Snapshot {
@@ -156,7 +168,16 @@ class EventLog {
   uint64_t evicted_transactions_ = 0; // GUARDED_BY(mu_)
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
-  std::multimap<uint64_t, std::function<void()>> rv_waiters_;  // GUARDED_BY(mu_)
+  struct RvWaiter {
+    uint64_t id;
+    std::function<void()> wake;
+  };
+  std::multimap<uint64_t, RvWaiter> rv_waiters_;  // GUARDED_BY(mu_)
+  uint64_t next_waiter_id_ = 1;                   // GUARDED_BY(mu_)
+  // appended_bytes_ counts every byte ever appended; offsets_[i] is the count
+  // before events_[i], so a backlog is a subtraction.
+  uint64_t appended_bytes_ = 0;   // GUARDED_BY(mu_)
+  std::deque<uint64_t> offsets_;  // GUARDED_BY(mu_)
   std::deque<TxnInfo> txns_;                                   // GUARDED_BY(mu_)
   // Highest xid not retained (evicted, or dropped by a barrier), and the
   // lowest xid known to commit after the log starts.
