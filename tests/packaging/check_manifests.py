@@ -1,0 +1,729 @@
+#!/usr/bin/env python3
+"""Offline checks of walwatch's packaging against the walwatch binary.
+
+Run by check_manifests.sh, which renders packaging/kubernetes with
+`kubectl kustomize` first. Needs PyYAML (python3-yaml), nothing else.
+
+  check_manifests.py --root REPO --binary WALWATCH --rendered FILE
+
+What it checks, for every pod template that runs walwatch (an image or
+command named walwatch):
+  * the container's command and args, expanded as kubelet does ($(VAR),
+    $$) and, when they start a shell, run through that shell with a stand-in
+    `walwatch` that records its argv, for two pod names;
+  * every --flag is a flag of `walwatch --help`, and the real binary accepts
+    the values (`walwatch ARGS... --help` parses each flag before --help);
+    every WALWATCH_* variable (container env, Dockerfile ENV) names a flag;
+    no flag is set both ways;
+  * the slot is a valid name and differs between pods when replicas > 1;
+  * the socket's directory is an emptyDir mounted at the same path in the
+    walwatch container and in every other container of the pod;
+  * probes: liveness/startup on /healthz or /livez, readiness on /readyz, all
+    on the port of --metrics-address, which must not be loopback; that port
+    is a containerPort, the prometheus.io/port annotation, the Dockerfile's
+    EXPOSE, and what each ServiceMonitor's endpoint resolves to through its
+    Service;
+  * memory limit above --max-log-bytes; non-root, read-only root filesystem,
+    no privilege escalation, all capabilities dropped.
+And: alerts in PrometheusRules and the Grafana dashboard use only metric
+names (and reason/status/type label values) that are string literals of the
+sources (cdc/, watchserver/); each
+alert has severity, summary, description and a runbook whose README anchors
+exist; the systemd defaults file lists exactly the flags' variables and the
+unit's RuntimeDirectory holds the default socket.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+try:
+    import yaml
+except ImportError:  # check_manifests.sh picks an interpreter that has it
+    sys.exit("check_manifests: PyYAML is missing (apt-get install python3-yaml)")
+
+FAILURES = []
+
+
+def ok(msg):
+    print(f"PASS: {msg}")
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print(f"FAIL: {msg}")
+
+
+def check(cond, msg, why=""):
+    if cond:
+        ok(msg)
+    else:
+        fail(msg + (f": {why}" if why else ""))
+    return cond
+
+
+# ---------------------------------------------------------------------------
+# The binary's flags (--help); the sources' metric names.
+
+class Binary:
+    def __init__(self, path):
+        self.path = path
+        r = subprocess.run([path, "--help"], capture_output=True, text=True,
+                           timeout=30)
+        if r.returncode != 0:
+            sys.exit(f"check_manifests: {path} --help exited {r.returncode}: "
+                     f"{r.stderr.strip()}")
+        self.flags = {}  # name -> {"takes_value", "env", "default"}
+        current = None
+        for line in r.stdout.splitlines():
+            m = re.match(r"^  --([a-z0-9-]+)(?: (\S+))?$", line)
+            if m:
+                current = m.group(1)
+                self.flags[current] = {"takes_value": m.group(2) is not None,
+                                       "env": None, "default": None}
+                continue
+            m = re.match(r"^\s+Default: (.*)\. Env: (WALWATCH_[A-Z0-9_]+)\.$",
+                         line)
+            if m and current:
+                self.flags[current]["default"] = m.group(1)
+                self.flags[current]["env"] = m.group(2)
+        self.env_to_flag = {f["env"]: n for n, f in self.flags.items()
+                            if f["env"]}
+
+    def default(self, flag):
+        d = self.flags[flag]["default"]
+        if d is None or d.startswith("empty"):
+            return ""
+        return d
+
+
+class Sources:
+    """String literals of the C++ sources: metric names and label values.
+
+    Not the binary's bytes: GCC builds a std::string from a literal with
+    immediate stores, so a name need not appear in the binary as a C string.
+    """
+
+    def __init__(self, root):
+        self.literals = set()
+        for sub in ("cdc", "watchserver", "schema"):
+            for dirpath, _, files in os.walk(os.path.join(root, sub)):
+                for name in files:
+                    if name.endswith((".cc", ".h")):
+                        with open(os.path.join(dirpath, name),
+                                  errors="replace") as f:
+                            self.literals.update(re.findall(
+                                r'"((?:[^"\\\n]|\\.)*)"', f.read()))
+        self.metrics = {s for s in self.literals
+                        if re.fullmatch(r"walwatch_[a-z0-9_]+", s)}
+
+    def has_literal(self, s):
+        return s in self.literals
+
+    def has_metric(self, name):
+        if name in self.metrics:
+            return True
+        for suffix in ("_bucket", "_sum", "_count"):
+            if name.endswith(suffix) and name[: -len(suffix)] in self.metrics:
+                return True
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Sizes: walwatch's (256Mi, 1G, bytes) and Kubernetes quantities.
+
+UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+         "k": 1000, "K": 1000, "M": 10**6, "G": 10**9, "T": 10**12, "": 1}
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)([KMGT]i|[kKMGT]|)", str(text).strip())
+    return int(m.group(1)) * UNITS[m.group(2)] if m else None
+
+
+def parse_port(address):
+    m = re.fullmatch(r"(.*):(\d+)", address or "")
+    if not m:
+        return None, None
+    return m.group(1), int(m.group(2))
+
+
+# ---------------------------------------------------------------------------
+# Kubelet's $(VAR) expansion (k8s third_party/forked/golang/expansion).
+
+def kubelet_expand(text, env):
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "$" and i + 1 < len(text):
+            n = text[i + 1]
+            if n == "$":
+                out.append("$")
+                i += 2
+                continue
+            if n == "(":
+                close = text.find(")", i + 2)
+                if close != -1:
+                    name = text[i + 2:close]
+                    out.append(env[name] if name in env else f"$({name})")
+                    i = close + 1
+                    continue
+                out.append("$(")
+                i += 2
+                continue
+            out.append("$" + n)
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def container_env(container, pod_name, namespace):
+    """Literal values as kubelet sees them; stand-ins for references."""
+    env = {}
+    sources = {}
+    for e in container.get("env") or []:
+        name = e["name"]
+        if "value" in e:
+            env[name] = kubelet_expand(str(e["value"]), env)
+            sources[name] = "literal"
+        else:
+            ref = e.get("valueFrom") or {}
+            field = (ref.get("fieldRef") or {}).get("fieldPath")
+            if field == "metadata.name":
+                env[name] = pod_name
+            elif field == "metadata.namespace":
+                env[name] = namespace
+            elif field == "status.podIP":
+                env[name] = "10.0.0.10"
+            else:
+                env[name] = f"<{name} from a reference>"
+            sources[name] = "reference"
+    return env, sources
+
+
+# ---------------------------------------------------------------------------
+# Running a container's command with a stand-in walwatch.
+
+SHIM = """#!/bin/sh
+for a in "$@"; do printf '%s\\0' "$a"; done > "$WALWATCH_SHIM_OUT"
+"""
+
+
+def simulate_argv(argv, env, entrypoint, tmp):
+    """The argv walwatch would get, or (None, why)."""
+    shim_dir = os.path.join(tmp, "bin")
+    os.makedirs(shim_dir, exist_ok=True)
+    shim = os.path.join(shim_dir, "walwatch")
+    if not os.path.exists(shim):
+        with open(shim, "w") as f:
+            f.write(SHIM)
+        os.chmod(shim, 0o755)
+    if not argv:
+        return None, "empty command"
+    base = os.path.basename(argv[0])
+    if base == "walwatch" or argv[0] == entrypoint:
+        return list(argv[1:]), None
+    if base not in ("sh", "bash", "dash"):
+        return None, f"cannot follow {argv[0]!r} to walwatch"
+    run = [base] + [a.replace(entrypoint, "walwatch") for a in argv[1:]]
+    out = os.path.join(tmp, "argv")
+    if os.path.exists(out):
+        os.remove(out)
+    full_env = {"PATH": f"{shim_dir}:/usr/bin:/bin", "WALWATCH_SHIM_OUT": out}
+    full_env.update(env)
+    r = subprocess.run(run, env=full_env, capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0 or not os.path.exists(out):
+        return None, (f"shell exited {r.returncode} without running walwatch: "
+                      f"{r.stderr.strip()}")
+    with open(out, "rb") as f:
+        data = f.read()
+    return [a.decode() for a in data.split(b"\0")[:-1]], None
+
+
+def parse_flags(args, binary):
+    """[(flag, value)] in order, and the tokens that are not known flags."""
+    flags, unknown = [], []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("--") and len(a) > 2:
+            name, eq, value = a[2:].partition("=")
+            spec = binary.flags.get(name)
+            if spec is None:
+                unknown.append(a)
+            elif not eq:
+                if spec["takes_value"]:
+                    if i + 1 < len(args):
+                        value = args[i + 1]
+                        i += 1
+                else:
+                    value = "true"
+            flags.append((name, value))
+        else:
+            unknown.append(a)
+        i += 1
+    return flags, unknown
+
+
+# ---------------------------------------------------------------------------
+# Dockerfile: ENTRYPOINT, ENV, EXPOSE, USER of the final stage.
+
+def read_dockerfile(path):
+    info = {"entrypoint": "/usr/bin/walwatch", "env": {}, "expose": [],
+            "user": None}
+    if not os.path.exists(path):
+        return info
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    stage = []
+    for line in text.splitlines():
+        if re.match(r"^\s*FROM\s", line, re.I):
+            stage = []
+        stage.append(line)
+    for line in stage:
+        m = re.match(r"^\s*ENTRYPOINT\s+(\[.*\])", line)
+        if m:
+            info["entrypoint"] = json.loads(m.group(1))[0]
+        m = re.match(r"^\s*ENV\s+(\S+?)=(\S+)", line)
+        if m:
+            info["env"][m.group(1)] = m.group(2)
+        m = re.match(r"^\s*EXPOSE\s+(.*)", line)
+        if m:
+            info["expose"] += [int(p.split("/")[0]) for p in m.group(1).split()]
+        m = re.match(r"^\s*USER\s+(\S+)", line)
+        if m:
+            info["user"] = m.group(1)
+    return info
+
+
+# ---------------------------------------------------------------------------
+
+def pod_templates(docs):
+    for d in docs:
+        kind, spec = d.get("kind"), d.get("spec") or {}
+        meta = d.get("metadata") or {}
+        if kind == "Pod":
+            yield d, meta, spec, 1
+        elif kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet",
+                      "Job"):
+            t = spec.get("template") or {}
+            yield d, t.get("metadata") or {}, t.get("spec") or {}, \
+                spec.get("replicas", 1)
+        elif kind == "CronJob":
+            t = ((spec.get("jobTemplate") or {}).get("spec") or {}).get(
+                "template") or {}
+            yield d, t.get("metadata") or {}, t.get("spec") or {}, 1
+
+
+def is_walwatch(container):
+    image = container.get("image", "")
+    if re.search(r"(^|/)walwatch([:@]|$)", image):
+        return True
+    words = " ".join(container.get("command") or [])
+    return bool(re.search(r"(^|[\s/])walwatch(\s|$)", words))
+
+
+def probe_port(probe, container):
+    port = (probe.get("httpGet") or {}).get("port")
+    if isinstance(port, str) and not port.isdigit():
+        for p in container.get("ports") or []:
+            if p.get("name") == port:
+                return p.get("containerPort")
+        return None
+    return int(port) if port is not None else None
+
+
+def check_workload(obj, meta, spec, replicas, binary, docker, services,
+                   monitors, tmp):
+    wname = f"{obj['kind']}/{obj['metadata']['name']}"
+    namespace = obj["metadata"].get("namespace", "default")
+    containers = (spec.get("containers") or []) + (
+        spec.get("initContainers") or [])
+    walwatches = [c for c in containers if is_walwatch(c)]
+    for c in walwatches:
+        where = f"{wname} container {c['name']}"
+        print(f"--- {where}")
+
+        # Environment variables.
+        wenv = [e["name"] for e in c.get("env") or []
+                if e["name"].startswith("WALWATCH_")]
+        bad = [n for n in wenv if n not in binary.env_to_flag]
+        check(not bad, f"{where}: WALWATCH_* env vars {wenv} are flags",
+              f"not flags: {bad}")
+        bad = [n for n in docker["env"]
+               if n.startswith("WALWATCH_") and n not in binary.env_to_flag]
+        check(not bad, "Dockerfile: ENV WALWATCH_* are flags",
+              f"not flags: {bad}")
+        if c.get("envFrom"):
+            fail(f"{where}: envFrom cannot be checked; list env vars one by one")
+
+        # The command, as run in two pods.
+        argv = (c.get("command") or [docker["entrypoint"]]) + (
+            c.get("args") or [])
+        pod_names = [f"{obj['metadata']['name']}-0",
+                     f"{obj['metadata']['name']}-1",
+                     ("x" * 60 + ".a-b." + "y" * 40)]
+        runs = []
+        for pod in pod_names:
+            env, sources = container_env(c, pod, namespace)
+            expanded = [kubelet_expand(a, env) for a in argv]
+            args, why = simulate_argv(expanded, env, docker["entrypoint"], tmp)
+            if args is None:
+                fail(f"{where}: run the command for pod {pod}: {why}")
+                continue
+            runs.append((pod, env, sources, args))
+        if not runs:
+            continue
+        pod, env, sources, args = runs[0]
+        print(f"      walwatch argv in pod {pod}: {shlex.join(args)}")
+        flags, unknown = parse_flags(args, binary)
+        check(not unknown,
+              f"{where}: every argument is a flag of walwatch --help",
+              f"unknown: {unknown}")
+        by_flag = dict(flags)
+        dup = sorted(binary.flags[n]["env"] for n in by_flag
+                     if binary.flags[n]["env"] in env)
+        check(not dup, f"{where}: no flag set both in args and env",
+              f"set twice (the env var is ignored): {dup}")
+
+        # Effective settings: args > container env > image ENV > default.
+        def setting(flag):
+            if flag in by_flag:
+                return by_flag[flag]
+            name = binary.flags[flag]["env"]
+            if env.get(name):
+                return env[name]
+            if docker["env"].get(name):
+                return docker["env"][name]
+            return binary.default(flag)
+
+        # The real binary parses every flag before --help.
+        literal_env = [f"--{binary.env_to_flag[n]}={env[n]}"
+                       for n in wenv if sources.get(n) == "literal"
+                       and binary.env_to_flag[n] not in by_flag]
+        for _, _, _, run_args in runs:
+            r = subprocess.run([binary.path] + run_args + literal_env +
+                               ["--help"], capture_output=True, text=True,
+                               timeout=30)
+            check(r.returncode == 0,
+                  f"{where}: walwatch accepts the values "
+                  f"({shlex.join(run_args[:1])}...)", r.stderr.strip())
+
+        # Slot.
+        slots = []
+        for rpod, renv, _, rargs in runs:
+            rflags = dict(parse_flags(rargs, binary)[0])
+            slot = rflags.get("slot") or renv.get("WALWATCH_SLOT") or \
+                binary.default("slot")
+            slots.append(slot)
+            check(re.fullmatch(r"[a-z0-9_]{1,63}", slot or "") is not None,
+                  f"{where}: slot {slot!r} for pod {rpod[:40]} is valid")
+        if replicas and replicas > 1:
+            check(len(set(slots[:2])) == 2,
+                  f"{where}: each of the {replicas} replicas has its own slot",
+                  f"pods {pod_names[0]} and {pod_names[1]} both use "
+                  f"{slots[0]!r}")
+
+        # Socket on a shared emptyDir.
+        socket = setting("socket")
+        sock_dir = os.path.dirname(socket)
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        mounts = [m for m in c.get("volumeMounts") or []
+                  if (sock_dir + "/").startswith(
+                      m["mountPath"].rstrip("/") + "/")]
+        mount = max(mounts, key=lambda m: len(m["mountPath"]), default=None)
+        if check(mount is not None,
+                 f"{where}: socket {socket} is under a volume mount",
+                 f"no mount covers {sock_dir}"):
+            vol = volumes.get(mount["name"], {})
+            check("emptyDir" in vol,
+                  f"{where}: the socket volume {mount['name']} is an emptyDir",
+                  f"volume is {sorted(vol)}")
+            check(not mount.get("readOnly"),
+                  f"{where}: the socket mount is writable")
+            others = [o for o in containers if o is not c]
+            check(bool(others), f"{where}: another container shares the pod",
+                  "nobody reads the socket")
+            for o in others:
+                om = [m for m in o.get("volumeMounts") or []
+                      if m["name"] == mount["name"]]
+                check(any(m["mountPath"] == mount["mountPath"] for m in om),
+                      f"{wname} container {o['name']}: mounts {mount['name']} "
+                      f"at {mount['mountPath']}",
+                      f"mounts: {[m['mountPath'] for m in om] or 'none'}")
+
+        # Metrics address, probes, ports, annotations.
+        host, port = parse_port(setting("metrics-address"))
+        if not check(port is not None,
+                     f"{where}: --metrics-address has a port",
+                     f"{setting('metrics-address')!r}"):
+            continue
+        check(not (host.startswith("127.") or host in ("[::1]", "::1",
+                                                       "localhost")),
+              f"{where}: --metrics-address {host}:{port} is reachable from "
+              "kubelet and Prometheus", "it is loopback")
+        allowed = {"livenessProbe": {"/healthz", "/livez"},
+                   "startupProbe": {"/healthz", "/livez", "/readyz"},
+                   "readinessProbe": {"/readyz"}}
+        for kind, paths in allowed.items():
+            probe = c.get(kind)
+            if probe is None:
+                if kind != "startupProbe":
+                    fail(f"{where}: has a {kind}")
+                continue
+            path = (probe.get("httpGet") or {}).get("path")
+            check(path in paths, f"{where}: {kind} path {path} is one of "
+                  f"{sorted(paths)}")
+            pp = probe_port(probe, c)
+            check(pp == port, f"{where}: {kind} port {pp} == metrics port "
+                  f"{port}")
+        cports = [p.get("containerPort") for p in c.get("ports") or []]
+        check(port in cports, f"{where}: containerPort {port} is declared",
+              f"ports: {cports}")
+        ann = meta.get("annotations") or {}
+        if "prometheus.io/port" in ann or "prometheus.io/scrape" in ann:
+            check(str(ann.get("prometheus.io/port")) == str(port),
+                  f"{wname}: annotation prometheus.io/port "
+                  f"{ann.get('prometheus.io/port')} == {port}")
+            check(ann.get("prometheus.io/path", "/metrics") == "/metrics",
+                  f"{wname}: annotation prometheus.io/path is /metrics")
+            check(str(ann.get("prometheus.io/scrape")) == "true",
+                  f"{wname}: annotation prometheus.io/scrape is \"true\"")
+        else:
+            fail(f"{wname}: has prometheus.io/scrape and port annotations")
+        if docker["expose"]:
+            check(port in docker["expose"],
+                  f"Dockerfile: EXPOSE {docker['expose']} has {port}")
+
+        # ServiceMonitors that reach this pod.
+        labels = meta.get("labels") or {}
+        reached = False
+        for sm in monitors:
+            sm_name = f"ServiceMonitor/{sm['metadata']['name']}"
+            sel = ((sm.get("spec") or {}).get("selector") or {}).get(
+                "matchLabels") or {}
+            sm_ns = sm["metadata"].get("namespace", "default")
+            for svc in services:
+                svc_labels = svc["metadata"].get("labels") or {}
+                if svc["metadata"].get("namespace", "default") != sm_ns or \
+                        any(svc_labels.get(k) != v for k, v in sel.items()):
+                    continue
+                svc_sel = (svc.get("spec") or {}).get("selector") or {}
+                if not svc_sel or any(labels.get(k) != v
+                                      for k, v in svc_sel.items()):
+                    continue
+                for ep in sm["spec"].get("endpoints") or []:
+                    reached = True
+                    sp = [p for p in svc["spec"].get("ports") or []
+                          if p.get("name") == ep.get("port")]
+                    if not check(bool(sp), f"{sm_name}: endpoint port "
+                                 f"{ep.get('port')!r} is a port of "
+                                 f"Service/{svc['metadata']['name']}"):
+                        continue
+                    target = sp[0].get("targetPort", sp[0].get("port"))
+                    if isinstance(target, str) and not target.isdigit():
+                        target = next((p.get("containerPort")
+                                       for p in c.get("ports") or []
+                                       if p.get("name") == target), None)
+                    check(target is not None and int(target) == port,
+                          f"{sm_name}: scrapes port {target} == metrics "
+                          f"port {port}")
+                    check(ep.get("path", "/metrics") == "/metrics",
+                          f"{sm_name}: path is /metrics")
+        if monitors:
+            check(reached, f"{wname}: a ServiceMonitor scrapes these pods")
+
+        # Resources and security.
+        limit = parse_size(((c.get("resources") or {}).get("limits") or {})
+                           .get("memory", ""))
+        log_bytes = parse_size(setting("max-log-bytes"))
+        check(limit is not None and log_bytes is not None and
+              limit > log_bytes,
+              f"{where}: memory limit {limit} > --max-log-bytes {log_bytes}")
+        sc = c.get("securityContext") or {}
+        psc = spec.get("securityContext") or {}
+        check(sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True,
+              f"{where}: runAsNonRoot")
+        user = sc.get("runAsUser", psc.get("runAsUser"))
+        check(user is not None or (docker["user"] or "").split(":")[0]
+              .isdigit(), f"{where}: a numeric user (runAsUser or the "
+              "image's USER)")
+        check(sc.get("readOnlyRootFilesystem") is True,
+              f"{where}: readOnlyRootFilesystem")
+        check(sc.get("allowPrivilegeEscalation") is False,
+              f"{where}: allowPrivilegeEscalation false")
+        check("ALL" in ((sc.get("capabilities") or {}).get("drop") or []),
+              f"{where}: capabilities drop ALL")
+    return bool(walwatches)
+
+
+# ---------------------------------------------------------------------------
+# Metric names and label values in PromQL.
+
+def check_promql(expr, where, sources, jobs=None):
+    names = sorted(set(re.findall(r"\bwalwatch_[a-z0-9_]+", expr)))
+    missing = [n for n in names if not sources.has_metric(n)]
+    up_jobs = re.findall(r'\bup\s*\{[^}]*\bjob\s*=\s*"([^"]*)"', expr)
+    if up_jobs and jobs is not None:
+        # A ServiceMonitor's job label is its Service's name.
+        bad = [j for j in up_jobs if j not in jobs]
+        check(not bad, f"{where}: up{{job=...}} names a scraped Service",
+              f"{bad} not in {sorted(jobs)}")
+    check((names or up_jobs) and not missing,
+          f"{where}: metrics {names or ['up']} exist",
+          f"not in the sources: {missing}" if names else "no walwatch metric")
+    for label, _, value in re.findall(
+            r'\b(reason|status|type)\s*(=~|=|!=|!~)\s*"([^"]*)"', expr):
+        if not re.fullmatch(r"[A-Za-z_|]+", value):
+            continue
+        bad = [v for v in value.split("|") if not sources.has_literal(v)]
+        check(not bad, f"{where}: {label} values {value!r} exist",
+              f"not in the sources: {bad}")
+
+
+def scraped_services(services, monitors):
+    names = set()
+    for sm in monitors:
+        sel = ((sm.get("spec") or {}).get("selector") or {}).get(
+            "matchLabels") or {}
+        for svc in services:
+            labels = svc["metadata"].get("labels") or {}
+            if all(labels.get(k) == v for k, v in sel.items()):
+                names.add(svc["metadata"]["name"])
+    return names
+
+
+def github_anchors(path):
+    anchors = set()
+    if not os.path.exists(path):
+        return anchors
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^#+\s+(.*?)\s*$", line)
+            if m:
+                slug = re.sub(r"[^\w\- ]", "", m.group(1).lower())
+                anchors.add(slug.replace(" ", "-"))
+    return anchors
+
+
+def check_rules(rules_docs, sources, root, jobs):
+    for doc in rules_docs:
+        for group in (doc.get("spec") or {}).get("groups") or []:
+            for rule in group.get("rules") or []:
+                if "alert" not in rule:
+                    continue
+                where = f"alert {rule['alert']}"
+                check_promql(rule.get("expr", ""), where, sources, jobs)
+                check((rule.get("labels") or {}).get("severity") in
+                      ("critical", "warning", "info"),
+                      f"{where}: has a severity")
+                ann = rule.get("annotations") or {}
+                check(bool(ann.get("summary")) and
+                      bool(ann.get("description")),
+                      f"{where}: has summary and description")
+                runbook = ann.get("runbook") or ann.get("runbook_url") or ""
+                refs = re.findall(r"([\w./-]+\.md)#([\w-]+)", runbook)
+                if not check(bool(refs), f"{where}: has a runbook"):
+                    continue
+                for md, anchor in refs:
+                    check(anchor in github_anchors(os.path.join(root, md)),
+                          f"{where}: runbook {md}#{anchor} exists")
+
+
+def check_dashboard(path, sources, root):
+    where = os.path.relpath(path, root)
+    try:
+        with open(path) as f:
+            dash = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{where}: valid JSON: {e}")
+        return
+    ok(f"{where}: valid JSON")
+    panels = list(dash.get("panels") or [])
+    for p in list(panels):
+        panels += p.get("panels") or []
+    ids = [p.get("id") for p in panels]
+    check(len(ids) == len(set(ids)), f"{where}: panel ids are unique")
+    check(isinstance(dash.get("schemaVersion"), int) and dash.get("uid"),
+          f"{where}: has schemaVersion and uid")
+    for p in panels:
+        for t in p.get("targets") or []:
+            check_promql(t.get("expr", ""), f"{where} panel {p.get('title')!r}"
+                         f" {t.get('refId')}", sources)
+
+
+def check_systemd(root, binary):
+    default = os.path.join(root, "packaging/systemd/walwatch.default")
+    unit = os.path.join(root, "packaging/systemd/walwatch.service")
+    with open(default) as f:
+        names = set(re.findall(r"^#?(WALWATCH_[A-Z0-9_]+)=", f.read(), re.M))
+    settings = set(binary.env_to_flag)
+    check(names <= settings, "walwatch.default: every variable is a flag",
+          f"not flags: {sorted(names - settings)}")
+    check(settings <= names, "walwatch.default: lists every flag's variable",
+          f"missing: {sorted(settings - names)}")
+    with open(unit) as f:
+        text = f.read()
+    rd = re.search(r"^RuntimeDirectory=(\S+)", text, re.M)
+    sock_dir = os.path.dirname(binary.default("socket"))
+    check(rd is not None and f"/run/{rd.group(1)}" == sock_dir,
+          f"walwatch.service: RuntimeDirectory holds the default socket "
+          f"directory {sock_dir}")
+    ex = re.search(r"^ExecStart=(\S+)", text, re.M)
+    check(ex is not None and os.path.basename(ex.group(1)) == "walwatch",
+          "walwatch.service: ExecStart runs walwatch")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--rendered", required=True)
+    a = ap.parse_args()
+
+    binary = Binary(a.binary)
+    ok(f"{a.binary} --help lists {len(binary.flags)} flags")
+    docker = read_dockerfile(os.path.join(a.root, "packaging/Dockerfile"))
+    with open(a.rendered) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    services = [d for d in docs if d.get("kind") == "Service"]
+    monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
+    rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+
+    with tempfile.TemporaryDirectory(prefix="walwatch-manifests.") as tmp:
+        found = False
+        for obj, meta, spec, replicas in pod_templates(docs):
+            found |= check_workload(obj, meta, spec, replicas, binary, docker,
+                                    services, monitors, tmp)
+    check(found, "the manifests run walwatch")
+    print("--- alerts")
+    check(bool(rules), "a PrometheusRule is rendered")
+    sources = Sources(a.root)
+    check(len(sources.metrics) > 10,
+          f"the sources define {len(sources.metrics)} walwatch_* metrics")
+    check_rules(rules, sources, a.root, scraped_services(services, monitors))
+    print("--- dashboard")
+    check_dashboard(os.path.join(a.root,
+                                 "packaging/grafana/walwatch-dashboard.json"),
+                    sources, a.root)
+    print("--- systemd")
+    check_systemd(a.root, binary)
+
+    if FAILURES:
+        print(f"\n{len(FAILURES)} check(s) failed")
+        return 1
+    print("\nall checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
