@@ -2,11 +2,12 @@
 #   make        configure + build build/walwatch
 #   make run    the live demo (tests/tools/run-demo.sh); WATCH=/path?watch=1 picks the stream
 #   make test   deps, build, throwaway PostgreSQL, ctest (tests/tools/run-tests.sh)
+#   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all run test bench clean deps
+.PHONY: all run test bench package clean deps
 
 all:
 	@cmake -S . -B $(BUILD_DIR) || { echo "cmake failed; missing packages? try: make deps" >&2; exit 1; }
@@ -20,6 +21,12 @@ test:
 
 bench:
 	tests/bench/run-bench.sh
+
+# A .deb (CPack) with the binary, the systemd unit and the schema SQL.
+package:
+	cmake -S . -B $(BUILD_DIR)-pkg -DWALWATCH_BUILD_TESTS=OFF
+	cmake --build $(BUILD_DIR)-pkg -j$(JOBS) --target walwatch
+	cd $(BUILD_DIR)-pkg && cpack -G DEB
 
 deps:
 	tests/tools/install-deps.sh

@@ -1,6 +1,34 @@
 #include "cdc/pg_conn.h"
 
+#include <cstdlib>
+
 namespace walwatch {
+
+namespace {
+
+// The user's own `options` (from the conninfo, else PGOPTIONS), which
+// walwatch's must extend rather than replace.
+std::string UserOptions(const std::string& conninfo) {
+  std::string found;
+  if (!conninfo.empty()) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
+    if (err) PQfreemem(err);
+    if (opts) {
+      for (PQconninfoOption* o = opts; o->keyword; ++o) {
+        if (std::string(o->keyword) == "options" && o->val) found = o->val;
+      }
+      PQconninfoFree(opts);
+    }
+  }
+  if (found.empty()) {
+    const char* env = std::getenv("PGOPTIONS");
+    if (env) found = env;
+  }
+  return found;
+}
+
+}  // namespace
 
 PgConn ConnectPg(const std::string& conninfo, bool replication,
                  int connect_timeout_seconds) {
@@ -8,12 +36,15 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
   // the keywords after it override it. wal2json prints timestamps in the
   // session's DateStyle and TimeZone, so fix both.
   std::string timeout = std::to_string(connect_timeout_seconds);
+  std::string options = UserOptions(conninfo);
+  if (!options.empty()) options += " ";
+  options += "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3";
   std::vector<const char*> keys = {"dbname", "options",
                                    "fallback_application_name",
                                    "connect_timeout"};
   std::vector<const char*> values = {
       conninfo.empty() ? nullptr : conninfo.c_str(),
-      "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3", "walwatch",
+      options.c_str(), "walwatch",
       timeout.c_str()};
   if (replication) {
     keys.push_back("replication");

@@ -236,6 +236,17 @@ const Flag kFlags[] = {
        return "";
      },
      [](const Config& c) { return c.slot; }, false, true},
+    {"slot-from", Group::kPostgreSql, "TEXT",
+     "Derive the slot name from TEXT, e.g. walwatch_$(POD_NAME) in a pod "
+     "spec: lower-cased, other characters become _, and a name over 63 bytes "
+     "is cut to 54 plus _ and a hash of the whole. Replaces --slot.",
+     "unset (use --slot)",
+     [](std::string_view t, Config* c) -> std::string {
+       if (t.empty()) return "";
+       c->slot = SlotNameFrom(t);
+       return "";
+     },
+     [](const Config& c) -> std::string { return ""; }, false, true},
     {"mapping", Group::kPostgreSql, "PATH",
      "Table-mapping JSON file: which tables become which Kubernetes resources.",
      "built-in Clusterpedia resources mapping",
@@ -826,6 +837,25 @@ bool ParseDuration(std::string_view text, std::chrono::milliseconds* value) {
   }
   *value = milliseconds(static_cast<int64_t>(total));
   return true;
+}
+
+std::string SlotNameFrom(std::string_view text) {
+  std::string name;
+  for (char c : text) {
+    char l = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    bool ok = (l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '_';
+    name += ok ? l : '_';
+  }
+  if (name.size() <= 63) return name;
+  // FNV-1a over the whole text keeps long names that share a prefix apart.
+  uint32_t h = 2166136261u;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", h);
+  return name.substr(0, 54) + "_" + hex;
 }
 
 }  // namespace walwatch

@@ -120,6 +120,9 @@ std::string ConfigToJson(const Config& config);
 // or bare seconds). Returns false for anything else.
 bool ParseDuration(std::string_view text, std::chrono::milliseconds* value);
 
+// A valid slot name ([a-z0-9_]{1,63}) made from any text, for --slot-from.
+std::string SlotNameFrom(std::string_view text);
+
 // `conninfo` with the values of password and sslpassword replaced by
 // "********", in both the key=value and the URI form. A key=value string that
 // cannot be parsed is replaced as a whole.

@@ -13,7 +13,7 @@ PACKAGES=(
   libpq-dev postgresql-15 postgresql-15-wal2json
   libboost-dev libsimdjson-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libbenchmark-dev
-  socat curl
+  socat curl yamllint python3-yaml
   clang libclang-rt-14-dev
   "$@"
 )

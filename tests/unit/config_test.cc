@@ -67,11 +67,16 @@ TEST(Config, DefaultsMatchStructInitializers) {
 
 TEST(Config, DefaultJson) {
   EXPECT_EQ(ConfigToJson(Config{}),
-            "{\"conninfo\":\"\",\"slot\":\"walwatch\",\"mapping\":\"\","
+            "{\"conninfo\":\"\",\"slot\":\"walwatch\",\"slot-from\":\"\","
+            "\"mapping\":\"\","
             "\"status-interval\":\"1s\",\"connect-timeout\":\"10s\","
             "\"socket\":\"/run/walwatch/walwatch.sock\","
             "\"socket-mode\":\"0660\",\"tcp-listen\":\"\","
             "\"http-threads\":2,\"too-large-rv-wait\":\"3s\","
+            "\"max-watcher-backlog\":\"64Mi\","
+            "\"metrics-address\":\"127.0.0.1:9187\","
+            "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
+            "\"retained-wal-warn\":\"1Gi\",\"replay-window\":\"10m\","
             "\"max-log-bytes\":\"256Mi\",\"log-level\":\"info\"}");
 }
 
@@ -537,6 +542,20 @@ TEST(Config, JsonEscapesValues) {
   EXPECT_NE(
       ConfigToJson(p.config).find("\"mapping\":\"/etc/a \\\"b\\\"\\\\c.json\""),
       std::string::npos);
+}
+
+TEST(Config, SlotFromMakesAValidName) {
+  Parsed p = Parse({"--slot-from", "walwatch_Clusterpedia-APIServer-0"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.slot, "walwatch_clusterpedia_apiserver_0");
+  std::string long_a = "walwatch_" + std::string(60, 'a') + "-1";
+  std::string long_b = "walwatch_" + std::string(60, 'a') + "-2";
+  std::string a = SlotNameFrom(long_a), b = SlotNameFrom(long_b);
+  EXPECT_EQ(a.size(), 63u);
+  EXPECT_NE(a, b);  // the hash keeps long names that share a prefix apart
+  for (char c : a) {
+    EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  }
 }
 
 }  // namespace
