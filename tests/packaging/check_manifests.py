@@ -210,6 +210,19 @@ def container_env(container, pod_name, namespace):
 
 
 # ---------------------------------------------------------------------------
+def slot_name_from(text):
+    """walwatch's --slot-from (SlotNameFrom in watchserver/config.cc)."""
+    name = "".join(ch.lower() if "A" <= ch <= "Z" else ch for ch in text)
+    name = "".join(ch if re.fullmatch(r"[a-z0-9_]", ch) else "_" for ch in name)
+    if len(name.encode()) <= 63:
+        return name
+    h = 2166136261
+    for b in text.encode():
+        h ^= b
+        h = (h * 16777619) & 0xFFFFFFFF
+    return name[:54] + "_" + format(h, "08x")
+
+
 # Running a container's command with a stand-in walwatch.
 
 SHIM = """#!/bin/sh
@@ -424,6 +437,9 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
             rflags = dict(parse_flags(rargs, binary)[0])
             slot = rflags.get("slot") or renv.get("WALWATCH_SLOT") or \
                 binary.default("slot")
+            slot_from = rflags.get("slot-from") or renv.get("WALWATCH_SLOT_FROM")
+            if slot_from:
+                slot = slot_name_from(slot_from)
             slots.append(slot)
             check(re.fullmatch(r"[a-z0-9_]{1,63}", slot or "") is not None,
                   f"{where}: slot {slot!r} for pod {rpod[:40]} is valid")
