@@ -50,7 +50,7 @@ DRAIN_ENV="BENCH_ROWS=${BENCH_ROWS:-100000} BENCH_TXN=${BENCH_TXN:-single} BENCH
 if [[ "$ONLY" != drain ]]; then
   say "running ${DECODER_CMD[*]} ..."
   "${DECODER_CMD[@]}" --benchmark_out="$WORK/decoder.json" \
-    --benchmark_out_format=json | tee "$WORK/decoder.txt"
+    --benchmark_out_format=json
 fi
 if [[ "$ONLY" != decoder ]]; then
   say "running $DRAIN_ENV tests/bench/drain_bench.sh ..."
@@ -132,15 +132,16 @@ decoder_table() {
   echo "Commands (\`make bench\` = \`tests/bench/run-bench.sh\`):"
   echo
   echo '```'
-  [[ "$ONLY" != drain ]] && echo "${DECODER_CMD[*]}"
-  [[ "$ONLY" != decoder ]] && echo "$DRAIN_ENV tests/bench/drain_bench.sh"
+  if [[ "$ONLY" != drain ]]; then echo "${DECODER_CMD[*]}"; fi
+  if [[ "$ONLY" != decoder ]]; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
   echo '```'
   if [[ "$ONLY" != drain ]]; then
     echo
     echo "Decoder, one core, median of $REPETITIONS; GB/s = 10^9 bytes of wal2json input (B, row and C lines of one-row transactions) per CPU-second:"
     echo
     decoder_table
-    grep -E '^simdjson_(ondemand|dom)_kernel' "$WORK/decoder.txt" | sed 's/^/- /'
+    echo
+    echo "simdjson kernels: $(awk -F'"' '/"simdjson_(ondemand|dom)_kernel"/ { printf "%s%s %s", sep, $2, $4; sep = ", " }' "$WORK/decoder.json")."
   fi
   if [[ "$ONLY" != decoder ]]; then
     # shellcheck disable=SC1091  # drain_bench.sh's key=value lines
