@@ -1,5 +1,7 @@
 #include "watchserver/config.h"
 
+#include "watchserver/peer_credentials.h"
+
 #include <arpa/inet.h>
 #include <sys/un.h>
 
@@ -202,6 +204,15 @@ struct Flag {
   bool is_setting;   // Has an environment variable and is in ConfigToJson.
 };
 
+std::string JoinIds(const std::vector<uint32_t>& ids) {
+  std::string out;
+  for (uint32_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
 constexpr char kExpectDuration[] =
     "expected a duration such as 30s, 500ms or 1h30m";
 
@@ -303,6 +314,21 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatFileMode(c.socket_mode); }, false,
      true},
+    {"allow-uids", Group::kServing, "IDS",
+     "Only these user ids (comma-separated) may use the socket, checked with "
+     "SO_PEERCRED; a refusal is logged. With --allow-gids, either matches.",
+     "empty (anyone who can open the socket file)",
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseIdList(t, &c->allow_uids);
+     },
+     [](const Config& c) { return JoinIds(c.allow_uids); }, false, true},
+    {"allow-gids", Group::kServing, "IDS",
+     "Only peers whose primary group id is one of these may use the socket.",
+     "empty (anyone who can open the socket file)",
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseIdList(t, &c->allow_gids);
+     },
+     [](const Config& c) { return JoinIds(c.allow_gids); }, false, true},
     {"tcp-listen", Group::kServing, "ADDR:PORT",
      "Also serve the watch API on this loopback TCP address, for kubectl, "
      "e.g. 127.0.0.1:8080 or [::1]:8080. Only loopback addresses are "

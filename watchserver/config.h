@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "watchserver/logging.h"
 
@@ -61,6 +62,10 @@ struct Config {
   std::string tcp_listen;
   std::string tcp_listen_address;
   uint16_t tcp_listen_port = 0;
+  // Unix socket peers allowed (SO_PEERCRED), by uid or primary gid. Both
+  // empty: anyone who can open the socket file.
+  std::vector<uint32_t> allow_uids;
+  std::vector<uint32_t> allow_gids;
   // Threads running the HTTP io_context: 1..64.
   int http_threads = 2;
   // How long a watch or list with a resourceVersion ahead of the stream waits

@@ -17,6 +17,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "watchserver/peer_credentials.h"
+
 namespace walwatch {
 
 class EventLog;
@@ -27,6 +29,9 @@ class StateSource;
 struct HttpServerOptions {
   std::string socket_path;       // required
   unsigned socket_mode = 0660;   // permission bits of the socket file
+  // Unix socket peers allowed by uid/gid (SO_PEERCRED); unrestricted if
+  // empty. A refused connection is closed and logged.
+  PeerPolicy peers;
   // Optional "127.0.0.1:PORT" (loopback only) for clients that cannot speak
   // to a Unix socket. Empty: no TCP listener.
   std::string tcp_listen;
@@ -41,6 +46,13 @@ struct HttpServerOptions {
   // pass this ends with 410 Expired: a slow watcher never holds events
   // hostage and never skips any silently.
   size_t max_backlog_bytes = size_t{64} << 20;
+  // With allowWatchBookmarks=true, a watch gets a BOOKMARK about this often
+  // (each interval shortened by up to 5% at random, so that watches opened
+  // together spread out), and one just before its timeout ends it. The
+  // apiserver sends one about every minute.
+  std::chrono::milliseconds bookmark_interval{60000};
+  // Bytes of initial state queued between the reader and one watch.
+  size_t max_initial_state_queue_bytes = size_t{4} << 20;
   // Initial state, list handoffs and fresh RVs. Not owned; may be null (then
   // those requests get 503).
   StateSource* state = nullptr;

@@ -232,6 +232,10 @@ int Main(int argc, char** argv) {
   HttpServerOptions http_options;
   http_options.socket_path = config.socket_path;
   http_options.socket_mode = config.socket_mode;
+  http_options.peers.uids.assign(config.allow_uids.begin(),
+                                 config.allow_uids.end());
+  http_options.peers.gids.assign(config.allow_gids.begin(),
+                                 config.allow_gids.end());
   http_options.tcp_listen = config.tcp_listen;
   http_options.too_large_rv_wait = config.too_large_rv_wait;
   http_options.max_backlog_bytes = config.max_watcher_backlog_bytes;
