@@ -15,6 +15,8 @@
 #   pg_recvlogical  --start --endpos=<WAL position after the load> -f /dev/null
 #                   timed from its start to its exit;
 #   walwatch        started on the loaded backlog, with one watcher
+#                   (tests/bench/watch_count.cc: reads and counts, like
+#                   pg_recvlogical's -f /dev/null does no more than write)
 #                   GET /api/v1/pods?watch=1&resourceVersion=<slot start - 1>
 #                   (the stream's floor: every backlog row arrives as ADDED),
 #                   timed from walwatch's start to the watcher's Nth event.
@@ -28,12 +30,17 @@
 #   BENCH_REPS (3)           repetitions (medians are reported)
 #   BENCH_TIMEOUT (600)      seconds any one step may take
 #   WALWATCH_BIN             default build-bench/walwatch, else build/walwatch
+#   WATCH_COUNT_BIN          the watcher (tests/bench/watch_count.cc); default
+#                            watch_count next to WALWATCH_BIN
 #   BENCH_DRAIN_OUT          also write key=value results to this file
 #   BENCH_KEEP=1             keep the sandbox directory (logs) at the end
 #   BENCH_PERF_DIR           record a system-wide CPU profile of each drain
 #                            (perf record -a -g -e cpu-clock) into this
-#                            directory: recvlogical.R.data, walwatch.R.data
-# Needs: PostgreSQL 15 + wal2json (make deps), curl.
+#                            directory: recvlogical.R.data, walwatch.R.data;
+#                            and the consumer's context switches, page faults
+#                            and system calls per thread (perf stat):
+#                            recvlogical.R.stat, walwatch.R.stat
+# Needs: PostgreSQL 15 + wal2json (make deps).
 # shellcheck disable=SC2317  # functions called from traps only
 set -euo pipefail
 
@@ -48,6 +55,7 @@ if [[ -z "${WALWATCH_BIN:-}" ]]; then
   WALWATCH_BIN=$ROOT/build-bench/walwatch
   [[ -x "$WALWATCH_BIN" ]] || WALWATCH_BIN=$ROOT/build/walwatch
 fi
+WATCH_COUNT_BIN=${WATCH_COUNT_BIN:-$(dirname "$WALWATCH_BIN")/watch_count}
 PG_BINDIR=${WALWATCH_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 PG_RECVLOGICAL=$PG_BINDIR/pg_recvlogical
 [[ -x "$PG_RECVLOGICAL" ]] || PG_RECVLOGICAL=$(command -v pg_recvlogical)
@@ -60,11 +68,17 @@ die() { say "$*"; exit 1; }
 [[ "$BATCH" =~ ^[1-9][0-9]*$ ]] || die "BENCH_BATCH must be a positive integer"
 [[ "$TXN" == single || "$TXN" == batch ]] || die "BENCH_TXN must be single or batch"
 [[ -x "$WALWATCH_BIN" ]] || die "no walwatch binary ($WALWATCH_BIN); build it first"
-command -v curl >/dev/null || die "curl is missing"
+[[ -x "$WATCH_COUNT_BIN" ]] || die "no watch_count binary ($WATCH_COUNT_BIN); build the bench targets first"
 
 DIR=""
 WALWATCH_PID=""
 PERF_PID=""
+STAT_PID=""
+STAT_EVENTS=task-clock,context-switches,page-faults
+for call in futex poll ppoll recvfrom read sendto sendmsg write writev epoll_wait epoll_ctl \
+  timerfd_settime mprotect mmap munmap brk madvise; do
+  STAT_EVENTS+=",syscalls:sys_enter_$call"
+done
 
 # System-wide profile of one drain, when BENCH_PERF_DIR is set.
 perf_start() {
@@ -74,12 +88,20 @@ perf_start() {
   PERF_PID=$!
   sleep 0.5  # let it start
 }
+# Counts of one process's threads, when BENCH_PERF_DIR is set.
+stat_start() {
+  [[ -n "${BENCH_PERF_DIR:-}" ]] || return 0
+  perf stat --per-thread -e "$STAT_EVENTS" -p "$2" -o "$BENCH_PERF_DIR/$1.stat" 2>/dev/null &
+  STAT_PID=$!
+}
 perf_stop() {
-  local pid=$PERF_PID
-  PERF_PID=""
-  [[ -n "$pid" ]] || return 0
-  kill -INT "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  local pid
+  for pid in "$STAT_PID" "$PERF_PID"; do
+    [[ -n "$pid" ]] || continue
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  PERF_PID="" STAT_PID=""
 }
 
 stop_walwatch() {
@@ -243,68 +265,65 @@ WAL2JSON_OPTS=(-o format-version=2 -o include-xids=1 -o include-lsn=1
 # One pg_recvlogical drain; sets RECV_RPS.
 run_recvlogical() {
   local r=$1 t0 t1
+  local pid rc=0
   perf_start "recvlogical.$r"
   t0=$(now_ns)
-  if ! timeout "$TIMEOUT" "$PG_RECVLOGICAL" -d "$CONNINFO" --slot "bench_recv_$r" \
-      --start --endpos "$END_LSN" --no-loop "${WAL2JSON_OPTS[@]}" -f /dev/null \
-      2>"$DIR/recvlogical.$r.err"; then
+  timeout "$TIMEOUT" "$PG_RECVLOGICAL" -d "$CONNINFO" --slot "bench_recv_$r" \
+    --start --endpos "$END_LSN" --no-loop "${WAL2JSON_OPTS[@]}" -f /dev/null \
+    2>"$DIR/recvlogical.$r.err" &
+  pid=$!
+  if [[ -n "${BENCH_PERF_DIR:-}" ]]; then
+    local child="" i
+    for ((i = 0; i < 100; i++)); do
+      child=$(pgrep -P "$pid" pg_recvlogical || true)
+      [[ -z "$child" ]] || break
+      sleep 0.01
+    done
+    [[ -z "$child" ]] || stat_start "recvlogical.$r" "$child"
+  fi
+  wait "$pid" || rc=$?
+  t1=$(now_ns)
+  if ((rc != 0)); then
+    perf_stop
     cat "$DIR/recvlogical.$r.err" >&2
     die "pg_recvlogical failed (repetition $r)"
   fi
-  t1=$(now_ns)
   perf_stop
   RECV_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
-}
-
-# Reads the watch stream: records when the first event arrived, then prints
-# how many of the first ROWS lines are ADDED events.
-count_events() {
-  local first_file=$1 first
-  IFS= read -r first || { echo 0; return 0; }
-  now_ns >"$first_file"
-  { printf '%s\n' "$first"; head -n $((ROWS - 1)); } | grep -c '^{"type":"ADDED"' || true
 }
 
 # One walwatch drain; sets WW_RPS (walwatch's start to the watcher's last
 # event) and WW_STREAM_RPS (first to last event).
 run_walwatch() {
-  local r=$1 floor sock fifo t0 t1 tfirst count i curl_pid
+  local r=$1 floor sock t0 i out count tfirst tlast
   floor=$(psql_v -c "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::numeric - 1
                      FROM pg_replication_slots WHERE slot_name = 'bench_ww_$r'")
   sock=$DIR/walwatch.$r.sock
-  fifo=$DIR/watch.$r.fifo
-  rm -f "$DIR/first.$r" "$fifo"
-  mkfifo "$fifo"
   perf_start "walwatch.$r"
   t0=$(now_ns)
   "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "bench_ww_$r" --socket "$sock" \
     --metrics-address= --max-log-bytes 8Gi --max-watcher-backlog 8Gi \
     --log-level warn >"$DIR/walwatch.$r.log" 2>&1 &
   WALWATCH_PID=$!
+  stat_start "walwatch.$r" "$WALWATCH_PID"
   for ((i = 0; i < TIMEOUT * 100; i++)); do
     [[ -S "$sock" ]] && break
     kill -0 "$WALWATCH_PID" 2>/dev/null || { cat "$DIR/walwatch.$r.log" >&2; die "walwatch exited"; }
     sleep 0.01
   done
   [[ -S "$sock" ]] || die "walwatch did not create its socket"
-  # The watch stays open after the last event: read ROWS lines from a FIFO,
-  # then stop curl.
-  timeout "$TIMEOUT" curl -sN --unix-socket "$sock" \
-    "http://localhost/api/v1/pods?watch=1&resourceVersion=$floor" >"$fifo" &
-  curl_pid=$!
-  count=$(count_events "$DIR/first.$r" <"$fifo")
-  t1=$(now_ns)
-  perf_stop
-  kill -TERM "$curl_pid" 2>/dev/null || true
-  wait "$curl_pid" 2>/dev/null || true
-  stop_walwatch
-  if [[ "$count" != "$ROWS" ]]; then
+  if ! out=$("$WATCH_COUNT_BIN" --socket "$sock" --count "$ROWS" --timeout "$TIMEOUT" \
+      --path "/api/v1/pods?watch=1&resourceVersion=$floor"); then
+    perf_stop
     tail -n 20 "$DIR/walwatch.$r.log" >&2
-    die "the watcher got $count of $ROWS ADDED events (repetition $r)"
+    die "the watcher did not get $ROWS ADDED events (repetition $r)"
   fi
-  tfirst=$(cat "$DIR/first.$r")
-  WW_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
-  WW_STREAM_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - tfirst)) 'BEGIN { printf "%.0f", (n - 1) / (ns / 1e9) }')
+  perf_stop
+  stop_walwatch
+  read -r count tfirst tlast <<<"$out"
+  [[ "$count" == "$ROWS" ]] || die "the watcher got $count events, expected $ROWS (repetition $r)"
+  WW_RPS=$(awk -v n="$ROWS" -v ns=$((tlast - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+  WW_STREAM_RPS=$(awk -v n="$ROWS" -v ns=$((tlast - tfirst)) 'BEGIN { printf "%.0f", (n - 1) / (ns / 1e9) }')
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

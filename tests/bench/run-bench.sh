@@ -5,7 +5,7 @@
 #   tests/bench/run-bench.sh
 #
 # 1. cmake -DWALWATCH_BUILD_BENCH=ON in build-bench/ (the build type `make`
-#    ships, RelWithDebInfo), targets decoder_bench and walwatch;
+#    ships, RelWithDebInfo), targets decoder_bench, watch_count, walwatch;
 # 2. decoder_bench, 5 repetitions, medians (tests/bench/decoder_bench.cc);
 # 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical.
 #
@@ -38,7 +38,7 @@ trap 'rm -rf -- "$WORK"' EXIT
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "configuring and building in $BUILD_DIR ..."
 cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF >/dev/null
-cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench walwatch
+cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench watch_count walwatch
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
