@@ -3,6 +3,8 @@
 #include <limits>
 #include <vector>
 
+#include "watchserver/event_log.h"
+
 namespace walwatch {
 
 namespace {
@@ -241,6 +243,37 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
   return std::nullopt;
 }
 
+// The handoff's query: snapshot (required) and insertLSN (optional).
+std::optional<RequestError> ApplyHandoffQuery(
+    const std::vector<QueryParam>& params, HandoffRequest* h) {
+  const std::string* snapshot = nullptr;
+  const std::string* insert_lsn = nullptr;
+  for (const QueryParam& p : params) {
+    if (p.key == "snapshot" && !snapshot) snapshot = &p.value;
+    if (p.key == "insertLSN" && !insert_lsn) insert_lsn = &p.value;
+  }
+  if (!snapshot || snapshot->empty()) {
+    return BadRequest(
+        "snapshot is required: pg_current_snapshot() read in the list's "
+        "REPEATABLE READ transaction");
+  }
+  EventLog::Snapshot parsed;
+  if (!EventLog::ParseSnapshot(*snapshot, &parsed)) {
+    return BadRequest("invalid value " + Quoted(snapshot->substr(0, 128)) +
+                      " for snapshot: want pg_current_snapshot()'s text, "
+                      "xmin:xmax:xip,...");
+  }
+  h->snapshot = *snapshot;
+  if (insert_lsn && !insert_lsn->empty()) {
+    if (!ParsePgLsn(*insert_lsn, &h->insert_lsn)) {
+      return BadRequest("invalid value " + Quoted(*insert_lsn) +
+                        " for insertLSN: want pg_current_wal_insert_lsn()'s "
+                        "text, such as 0/16B3748");
+    }
+  }
+  return std::nullopt;
+}
+
 ParsedRequest Fail(RequestError error) {
   ParsedRequest parsed;
   parsed.error = std::move(error);
@@ -267,6 +300,28 @@ bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out) {
       out->push_back(c);
     }
   }
+  return true;
+}
+
+bool ParsePgLsn(std::string_view text, uint64_t* lsn) {
+  size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return false;
+  auto hex32 = [](std::string_view s, uint64_t* v) {
+    if (s.empty() || s.size() > 8) return false;
+    uint64_t x = 0;
+    for (char c : s) {
+      int d = HexValue(c);
+      if (d < 0) return false;
+      x = x * 16 + static_cast<uint64_t>(d);
+    }
+    *v = x;
+    return true;
+  };
+  uint64_t hi = 0, lo = 0;
+  if (!hex32(text.substr(0, slash), &hi) || !hex32(text.substr(slash + 1), &lo)) {
+    return false;
+  }
+  *lsn = (hi << 32) | lo;
   return true;
 }
 
@@ -301,6 +356,12 @@ ParsedRequest ParseRequest(std::string_view method, std::string_view target) {
     parsed.route = RouteKind::kReadyz;
   } else if (segments.size() == 1 && segments[0] == "livez") {
     parsed.route = RouteKind::kLivez;
+  } else if (segments.size() == 3 && segments[0] == "walwatch" &&
+             segments[1] == "v1" && segments[2] == "handoff") {
+    parsed.route = RouteKind::kHandoff;
+  } else if (segments.size() == 3 && segments[0] == "walwatch" &&
+             segments[1] == "v1" && segments[2] == "freshrv") {
+    parsed.route = RouteKind::kFreshRv;
   } else if (MatchWatchPath(segments, &parsed.watch)) {
     parsed.route = RouteKind::kWatch;
   } else {
@@ -313,11 +374,20 @@ ParsedRequest ParseRequest(std::string_view method, std::string_view target) {
                                 "the requested resource"};
     return parsed;
   }
-  if (parsed.route != RouteKind::kWatch) return parsed;
+  if (parsed.route != RouteKind::kWatch && parsed.route != RouteKind::kHandoff) {
+    return parsed;
+  }
 
   std::vector<QueryParam> params;
   std::string problem = ParseQuery(query, &params);
   if (!problem.empty()) return Fail(BadRequest(problem));
+  if (parsed.route == RouteKind::kHandoff) {
+    if (std::optional<RequestError> error =
+            ApplyHandoffQuery(params, &parsed.handoff)) {
+      parsed.error = std::move(error);
+    }
+    return parsed;
+  }
   bool watch = false;
   if (std::optional<RequestError> error =
           ApplyQuery(params, &parsed.watch, &watch)) {

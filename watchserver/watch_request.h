@@ -6,6 +6,9 @@
 //   [/clusters/{cluster}]/api/v1/[namespaces/{ns}/]{resource}
 //   [/clusters/{cluster}]/apis/{group}/{version}/[namespaces/{ns}/]{resource}
 // Health paths: /healthz, /readyz, /livez.
+// RV endpoints for an APIServer's own SQL lists (schema/PROTOCOL.md):
+//   /walwatch/v1/handoff?snapshot=<pg_current_snapshot()>[&insertLSN=<pg_lsn>]
+//   /walwatch/v1/freshrv
 //
 // Path segments and query values are percent-decoded ('+' is a space in the
 // query only). Unknown query parameters are ignored, as the apiserver does;
@@ -23,7 +26,14 @@
 
 namespace walwatch {
 
-enum class RouteKind { kWatch, kHealthz, kReadyz, kLivez };
+enum class RouteKind {
+  kWatch,
+  kHealthz,
+  kReadyz,
+  kLivez,
+  kHandoff,  // the RV that continues a list read in a given snapshot
+  kFreshRv,  // an RV at least as new as the database
+};
 
 // Longest path segment accepted (Kubernetes' DNS subdomain name limit).
 constexpr size_t kMaxPathSegmentBytes = 253;
@@ -36,8 +46,8 @@ struct WatchRequest {
   std::string cluster;  // from /clusters/{cluster}
   std::string ns;       // from namespaces/{ns}
 
-  // Query options, as sent. Selectors are kept as text; their semantics
-  // come later.
+  // Query options, as sent. Selectors are kept as text: the session
+  // compiles them (WatchFilter::Create) and answers 400 if they are invalid.
   // Unset when absent or empty. Decimal, no sign, no leading zeros.
   std::optional<uint64_t> resource_version;
   std::string resource_version_match;      // "" or "NotOlderThan"
@@ -46,6 +56,15 @@ struct WatchRequest {
   std::optional<bool> send_initial_events;
   std::string label_selector;
   std::string field_selector;
+};
+
+// GET /walwatch/v1/handoff.
+struct HandoffRequest {
+  // pg_current_snapshot() as text ("xmin:xmax:xip,..."), checked to parse.
+  std::string snapshot;
+  // pg_current_wal_insert_lsn() read after the snapshot in the same
+  // transaction; 0 when absent (walwatch then reads a later one itself).
+  uint64_t insert_lsn = 0;
 };
 
 // An error to answer with: HTTP code, Kubernetes StatusReason and message.
@@ -58,6 +77,7 @@ struct RequestError {
 struct ParsedRequest {
   RouteKind route = RouteKind::kWatch;
   WatchRequest watch;                 // meaningful when route == kWatch
+  HandoffRequest handoff;             // meaningful when route == kHandoff
   std::optional<RequestError> error;  // set: answer it, serve nothing
 };
 
@@ -66,14 +86,19 @@ struct ParsedRequest {
 //
 // Errors: 405 MethodNotAllowed for anything but GET; 404 NotFound for a path
 // that is not a watch or health path; 400 BadRequest for a malformed path
-// segment or escape, an invalid query value (the message names it), or a
+// segment or escape, an invalid query value (the message names it), a
 // GET on a watch path without watch=1/true (walwatch serves only watches;
-// lists come from SQL).
+// lists come from SQL), or a handoff without a valid snapshot or with an
+// invalid insertLSN.
 ParsedRequest ParseRequest(std::string_view method, std::string_view target);
 
 // Percent-decodes `in` into `out`. With `plus_is_space`, '+' decodes to ' '
 // (query strings). Returns false on a malformed escape.
 bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out);
+
+// Parses PostgreSQL's pg_lsn text form "X/Y" (two hexadecimal numbers of at
+// most 8 digits each) into the 64-bit position (X << 32) | Y.
+bool ParsePgLsn(std::string_view text, uint64_t* lsn);
 
 }  // namespace walwatch
 

@@ -229,6 +229,72 @@ TEST(WatchRequest, HealthRoutes) {
   EXPECT_FALSE(Get("/healthz").error);
 }
 
+TEST(WatchRequest, HandoffRoute) {
+  ParsedRequest p =
+      Get("/walwatch/v1/handoff?snapshot=700:712:701,705&insertLSN=0/16B3748");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.route, RouteKind::kHandoff);
+  EXPECT_EQ(p.handoff.snapshot, "700:712:701,705");
+  EXPECT_EQ(p.handoff.insert_lsn, 0x16B3748u);
+
+  // Percent-encoded, as Go's url.Values.Encode writes it; no insertLSN.
+  p = Get("/walwatch/v1/handoff?snapshot=700%3A700%3A");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.handoff.snapshot, "700:700:");
+  EXPECT_EQ(p.handoff.insert_lsn, 0u);
+  p = Get("/walwatch/v1/handoff?snapshot=1:2:&insertLSN=");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.handoff.insert_lsn, 0u);
+}
+
+TEST(WatchRequest, HandoffNeedsAValidSnapshotAndLsn) {
+  EXPECT_NE(ExpectError(Get("/walwatch/v1/handoff"), 400, "BadRequest")
+                .find("snapshot is required"),
+            std::string::npos);
+  ExpectError(Get("/walwatch/v1/handoff?snapshot="), 400, "BadRequest");
+  for (const char* bad : {"abc", "5:4:", "1:2", "1:9:12", "1:9:3,", "-1:2:"}) {
+    std::string message = ExpectError(
+        Get(std::string("/walwatch/v1/handoff?snapshot=") + bad), 400,
+        "BadRequest");
+    EXPECT_NE(message.find("snapshot"), std::string::npos) << bad;
+  }
+  for (const char* bad : {"16B3748", "0/", "/1", "0/123456789", "g/1",
+                          "0/16B3748x", "-0/1"}) {
+    std::string message = ExpectError(
+        Get(std::string("/walwatch/v1/handoff?snapshot=1:2:&insertLSN=") + bad),
+        400, "BadRequest");
+    EXPECT_NE(message.find("insertLSN"), std::string::npos) << bad;
+  }
+  ExpectError(ParseRequest("POST", "/walwatch/v1/handoff?snapshot=1:2:"), 405,
+              "MethodNotAllowed");
+}
+
+TEST(WatchRequest, FreshRvRoute) {
+  ParsedRequest p = Get("/walwatch/v1/freshrv");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.route, RouteKind::kFreshRv);
+  ExpectError(ParseRequest("PUT", "/walwatch/v1/freshrv"), 405,
+              "MethodNotAllowed");
+  ExpectError(Get("/walwatch/v1/other"), 404, "NotFound");
+  ExpectError(Get("/walwatch/v2/freshrv"), 404, "NotFound");
+}
+
+TEST(WatchRequest, ParsePgLsn) {
+  uint64_t lsn = 1;
+  EXPECT_TRUE(ParsePgLsn("0/0", &lsn));
+  EXPECT_EQ(lsn, 0u);
+  EXPECT_TRUE(ParsePgLsn("0/1558570", &lsn));
+  EXPECT_EQ(lsn, 22381936u);
+  EXPECT_TRUE(ParsePgLsn("FFFFFFFF/ffffffff", &lsn));
+  EXPECT_EQ(lsn, UINT64_MAX);
+  EXPECT_TRUE(ParsePgLsn("1/0", &lsn));
+  EXPECT_EQ(lsn, uint64_t{1} << 32);
+  for (const char* bad : {"", "/", "1", "1/", "/1", "1//1", "1/1/1",
+                          "100000000/0", "0/100000000", " 0/1", "0/1 "}) {
+    EXPECT_FALSE(ParsePgLsn(bad, &lsn)) << bad;
+  }
+}
+
 TEST(WatchRequest, PercentDecode) {
   std::string out;
   EXPECT_TRUE(PercentDecode("a%20b+c", false, &out));
