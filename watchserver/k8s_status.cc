@@ -85,6 +85,91 @@ K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv) {
   return status;
 }
 
+K8sStatus BacklogStatus(uint64_t unsent_bytes, uint64_t limit_bytes) {
+  K8sStatus status;
+  status.code = 410;
+  status.reason = "Expired";
+  status.message = "the watcher fell too far behind: " +
+                   std::to_string(unsent_bytes) +
+                   " bytes of events unsent (limit " +
+                   std::to_string(limit_bytes) + "); relist";
+  return status;
+}
+
+K8sStatus ServiceUnavailableStatus(std::string message) {
+  return K8sStatus{503, "ServiceUnavailable", std::move(message),
+                   std::nullopt};
+}
+
+K8sStatus StateErrorStatus(int code, const std::string& reason,
+                           const std::string& message) {
+  K8sStatus status;
+  status.code = code >= 400 && code <= 599 ? code : 500;
+  status.reason = reason;
+  status.message = message;
+  if (status.reason.empty()) {
+    switch (status.code) {
+      case 400: status.reason = "BadRequest"; break;
+      case 409: status.reason = "Conflict"; break;
+      case 410: status.reason = "Expired"; break;
+      case 503: status.reason = "ServiceUnavailable"; break;
+      case 504: status.reason = "Timeout"; break;
+      default: status.reason = "InternalError"; break;
+    }
+  }
+  if (status.code == 504) {
+    StatusDetails details;
+    details.causes.push_back(
+        {"ResourceVersionTooLarge", "Too large resource version"});
+    details.retry_after_seconds = 1;
+    status.details = std::move(details);
+  }
+  return status;
+}
+
+K8sStatus RetryLaterStatus(std::string message) {
+  K8sStatus status;
+  status.code = 504;
+  status.reason = "Timeout";
+  status.message = std::move(message);
+  StatusDetails details;
+  details.retry_after_seconds = 1;
+  status.details = std::move(details);
+  return status;
+}
+
+std::string ApiVersion(const std::string& group, const std::string& version) {
+  return group.empty() ? version : group + "/" + version;
+}
+
+std::string BookmarkEventLine(const std::string& kind,
+                              const std::string& api_version, uint64_t rv,
+                              bool initial_events_end) {
+  OrderedJson metadata = OrderedJson::object();
+  metadata["resourceVersion"] = std::to_string(rv);
+  if (initial_events_end) {
+    metadata["annotations"] = {{"k8s.io/initial-events-end", "true"}};
+  }
+  OrderedJson object = OrderedJson::object();
+  object["kind"] = kind;
+  object["apiVersion"] = api_version;
+  object["metadata"] = std::move(metadata);
+  OrderedJson event = OrderedJson::object();
+  event["type"] = "BOOKMARK";
+  event["object"] = std::move(object);
+  std::string line = Dump(event);
+  line.push_back('\n');
+  return line;
+}
+
+std::string ResourceVersionJson(uint64_t rv) {
+  OrderedJson object = OrderedJson::object();
+  object["kind"] = "ResourceVersion";
+  object["apiVersion"] = "walwatch.clusterpedia.io/v1";
+  object["resourceVersion"] = std::to_string(rv);
+  return Dump(object);
+}
+
 K8sStatus NotFoundStatus() {
   K8sStatus status;
   status.code = 404;

@@ -1,9 +1,10 @@
-// Kubernetes metav1.Status bodies and the watch ERROR event, serialized the
-// way the apiserver serializes them (Go's encoding/json field order, "details"
-// omitted when absent). Every error walwatch answers over HTTP is one of
-// these, so client-go's error helpers (IsResourceExpired,
-// IsTooLargeResourceVersion, IsNotFound...) classify them as they would the
-// apiserver's.
+// The JSON walwatch writes itself rather than taking from the event log:
+// metav1.Status bodies and the watch ERROR event, serialized the way the
+// apiserver serializes them (Go's encoding/json field order, "details"
+// omitted when absent); BOOKMARK events; and the ResourceVersion answer of
+// the handoff endpoints. Every error walwatch answers over HTTP is a Status,
+// so client-go's error helpers (IsResourceExpired, IsTooLargeResourceVersion,
+// IsNotFound...) classify them as they would the apiserver's.
 //
 // Thread safety: pure functions; callable from any thread.
 #ifndef WALWATCH_WATCHSERVER_K8S_STATUS_H_
@@ -57,6 +58,42 @@ K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv);
 
 // 404 NotFound "the server could not find the requested resource", details {}.
 K8sStatus NotFoundStatus();
+
+// 410 Expired for a watcher whose unsent events passed the bound: "the
+// watcher fell too far behind: <unsent> bytes of events unsent (limit
+// <limit>); relist".
+K8sStatus BacklogStatus(uint64_t unsent_bytes, uint64_t limit_bytes);
+
+// 503 ServiceUnavailable with `message`.
+K8sStatus ServiceUnavailableStatus(std::string message);
+
+// A failure of the state source (initial state, handoff, fresh RV) as the
+// Status to answer: its code, reason and message; an empty reason is filled
+// in from the code. A 504 carries what the apiserver's too-large-RV error
+// carries (cause ResourceVersionTooLarge, retryAfterSeconds 1), so clients
+// retry it as they retry a watch from an RV the server has not reached.
+K8sStatus StateErrorStatus(int code, const std::string& reason,
+                           const std::string& message);
+
+// 504 Timeout with retryAfterSeconds 1 and no cause: walwatch gave up
+// waiting for an answer of its own (a busy state reader).
+K8sStatus RetryLaterStatus(std::string message);
+
+// {"type":"BOOKMARK","object":{"kind":<kind>,"apiVersion":<api_version>,
+// "metadata":{"resourceVersion":"<rv>"}}}\n. With `initial_events_end`, the
+// metadata also carries annotations {"k8s.io/initial-events-end":"true"}
+// (the end of a WatchList's initial events).
+std::string BookmarkEventLine(const std::string& kind,
+                              const std::string& api_version, uint64_t rv,
+                              bool initial_events_end);
+
+// "<group>/<version>", or just the version for the core group ("v1").
+std::string ApiVersion(const std::string& group, const std::string& version);
+
+// The answer of /walwatch/v1/handoff and /walwatch/v1/freshrv:
+// {"kind":"ResourceVersion","apiVersion":"walwatch.clusterpedia.io/v1",
+// "resourceVersion":"<rv>"}
+std::string ResourceVersionJson(uint64_t rv);
 
 }  // namespace walwatch
 
