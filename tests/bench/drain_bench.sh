@@ -30,6 +30,7 @@
 #   BENCH_REPS (3)           repetitions (medians are reported)
 #   BENCH_TIMEOUT (600)      seconds any one step may take
 #   WALWATCH_BIN             default build-bench/walwatch, else build/walwatch
+#   BENCH_WALWATCH_FLAGS     extra walwatch flags (words), e.g. "--http-threads 1"
 #   WATCH_COUNT_BIN          the watcher (tests/bench/watch_count.cc); default
 #                            watch_count next to WALWATCH_BIN
 #   BENCH_DRAIN_OUT          also write key=value results to this file
@@ -301,9 +302,11 @@ run_walwatch() {
   sock=$DIR/walwatch.$r.sock
   perf_start "walwatch.$r"
   t0=$(now_ns)
+  local -a extra
+  read -r -a extra <<<"${BENCH_WALWATCH_FLAGS:-}"
   "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "bench_ww_$r" --socket "$sock" \
     --metrics-address= --max-log-bytes 8Gi --max-watcher-backlog 8Gi \
-    --log-level warn >"$DIR/walwatch.$r.log" 2>&1 &
+    --log-level warn "${extra[@]}" >"$DIR/walwatch.$r.log" 2>&1 &
   WALWATCH_PID=$!
   stat_start "walwatch.$r" "$WALWATCH_PID"
   for ((i = 0; i < TIMEOUT * 100; i++)); do
