@@ -372,7 +372,17 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
 ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     std::string* error) {
   PGconn* conn = repl.get();
+  // Wakes the watchers once per read from the socket (see BeginBatch), and
+  // at least every kWakeEvery messages during a long burst.
+  constexpr int kWakeEvery = 256;
+  struct Batch {
+    explicit Batch(EventLog* l) : log(l) { log->BeginBatch(); }
+    ~Batch() { log->EndBatch(); }
+    EventLog* log;
+  };
   for (;;) {
+    Batch batch(log);
+    int handled = 0;
     for (;;) {
       char* buf = nullptr;
       int n = PQgetCopyData(conn, &buf, /*async=*/1);
@@ -380,6 +390,10 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         bool ok = HandleMessage(buf, n, error);
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
+        if (++handled % kWakeEvery == 0) {
+          log->EndBatch();
+          log->BeginBatch();
+        }
         // A large transaction arrives as a long run of messages: keep
         // reporting status while it does.
         if (Clock::now() >= next_status && !SendStatus(true, error)) {

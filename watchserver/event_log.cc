@@ -79,6 +79,7 @@ void EventLog::SetClassifiableFromXid(uint64_t xid) {
 }
 
 void EventLog::TakeRvWaitersLocked(std::vector<std::function<void()>>* wake) {
+  if (batching_) return;
   auto end = rv_waiters_.upper_bound(current_rv_);
   for (auto it = rv_waiters_.begin(); it != end; ++it) {
     wake->push_back(std::move(it->second.wake));
@@ -238,8 +239,25 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
   }
 }
 
+void EventLog::BeginBatch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  batching_ = true;
+}
+
+void EventLog::EndBatch() {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batching_ = false;
+    wake = TakeWaitersLocked();
+    TakeRvWaitersLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
 std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   std::vector<std::function<void()>> wake;
+  if (batching_) return wake;
   wake.reserve(waiters_.size());
   for (auto& w : waiters_) wake.push_back(std::move(w.second));
   waiters_.clear();

@@ -50,6 +50,13 @@ class EventLog {
   AppendResult AppendTransaction(uint64_t commit_lsn,
                                  std::vector<EventPtr> events);
 
+  // Replication thread only. Between BeginBatch and EndBatch, appends and RV
+  // advances wake nobody; EndBatch wakes every waiter they would have. The
+  // replication thread batches what one read from the socket delivered, so a
+  // burst of small transactions wakes each watcher once, not once each.
+  void BeginBatch();
+  void EndBatch();
+
   // Replication thread only. Records that a transaction at `commit_lsn` made
   // changes the log cannot represent as events (TRUNCATE, or a transaction
   // larger than the log): drops everything, and sets floor_rv = current_rv =
@@ -167,6 +174,7 @@ class EventLog {
   uint64_t current_rv_;               // GUARDED_BY(mu_)
   uint64_t evicted_transactions_ = 0; // GUARDED_BY(mu_)
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
+  bool batching_ = false;             // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
   struct RvWaiter {
     uint64_t id;
