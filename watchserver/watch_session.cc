@@ -1,20 +1,18 @@
+// WatchSession: lifetime, requests, plain responses and the RV endpoints.
+// The watch itself is in watch_stream.cc.
 #include "watchserver/watch_session.h"
 
 #include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <exception>
-#include <random>
 #include <utility>
 
 #include "watchserver/event_log.h"
 #include "watchserver/logging.h"
-#include "watchserver/resource_catalog.h"
 
 namespace walwatch {
 
@@ -28,35 +26,10 @@ namespace {
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
 // Watch requests have no body; anything beyond this is refused with 413.
 constexpr size_t kMaxRequestBodyBytes = 8 * 1024;
-// Events taken from the log per Read, before filtering.
-constexpr size_t kEventsPerRead = 256;
-// How often a watch waiting for a resourceVersion rechecks current_rv():
-// the log wakes waiters on appends, but not when current_rv advances for a
-// transaction without events.
-constexpr auto kResourceVersionPoll = std::chrono::milliseconds(50);
 // A write the client does not drain within this long ends the connection
 // (a watcher that stopped reading); during Stop() the budget is shorter.
 constexpr auto kWriteStallTimeout = std::chrono::seconds(30);
 constexpr auto kShutdownWriteGrace = std::chrono::seconds(2);
-// Longest timeoutSeconds honoured as given; steady_clock must not overflow.
-constexpr int64_t kMaxTimeoutSeconds = int64_t{365} * 24 * 3600;
-
-std::chrono::seconds StreamTimeout(const WatchRequest& watch) {
-  if (watch.timeout_seconds && *watch.timeout_seconds > 0) {
-    return std::chrono::seconds(
-        std::min(*watch.timeout_seconds, kMaxTimeoutSeconds));
-  }
-  // As the apiserver: a random timeout between 30 and 60 minutes, so that
-  // watches opened together do not all end together.
-  thread_local std::mt19937 rng{std::random_device{}()};
-  return std::chrono::seconds(
-      std::uniform_int_distribution<int>(30 * 60, 60 * 60 - 1)(rng));
-}
-
-K8sStatus ShuttingDownStatus() {
-  return K8sStatus{503, "ServiceUnavailable", "walwatch is shutting down",
-                   std::nullopt};
-}
 
 bool IsHttpParseError(const boost::system::error_code& ec) {
   return ec.category() ==
@@ -75,30 +48,15 @@ WatchSession::WatchSession(Socket socket,
       context_(std::move(context)),
       buffer_(context_->options.max_header_bytes + kMaxRequestBodyBytes + 4096),
       deadline_(strand_),
-      poll_timer_(strand_),
+      bookmark_timer_(strand_),
       write_timer_(strand_) {}
 
-WatchSession::~WatchSession() { context_->sessions.Remove(this); }
-
-template <class... Args>
-auto WatchSession::Bind(void (WatchSession::*handler)(Args...)) {
-  return [self = shared_from_this(), handler](Args... args) {
-    self->Guarded("completion handler",
-                  [&] { (self.get()->*handler)(args...); });
-  };
-}
-
-template <class F>
-void WatchSession::Guarded(const char* where, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    LogError("watch session failed", {{"where", where}, {"error", e.what()}});
-    Close();
-  } catch (...) {
-    LogError("watch session failed", {{"where", where}, {"error", "unknown"}});
-    Close();
-  }
+WatchSession::~WatchSession() {
+  // Close() cancelled the state stream; this is for a session that never
+  // got there (an exception while being set up).
+  if (state_stream_) state_stream_->Cancel();
+  if (rv_wait_id_ != 0) context_->log.CancelWaitForRv(rv_wait_id_);
+  context_->sessions.Remove(this);
 }
 
 void WatchSession::Start() {
@@ -125,17 +83,18 @@ void WatchSession::OnShutdown() {
       write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
       break;
     case Phase::kWaitingForRv:
-      poll_timer_.cancel();
-      deadline_.cancel();
-      SendStatus(ShuttingDownStatus(), /*keep_alive=*/false);
+    case Phase::kWaitingForState:
+      GiveUpWaitingForState(
+          ServiceUnavailableStatus("walwatch is shutting down"));
       break;
     case Phase::kStreaming:
+      if (!ending_) SetEndReason(WatchEndReason::kShutdown);
       finish_requested_ = true;
       if (write_in_flight_) {
         write_timer_.expires_after(kShutdownWriteGrace);
         write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
-      } else if (!ending_) {
-        WriteFinalChunk();
+      } else {
+        Pump();
       }
       break;
     case Phase::kClosed:
@@ -145,7 +104,8 @@ void WatchSession::OnShutdown() {
 
 void WatchSession::BeginWrite() {
   write_in_flight_ = true;
-  write_timer_.expires_after(kWriteStallTimeout);
+  write_timer_.expires_after(shutdown_requested_ ? kShutdownWriteGrace
+                                                 : kWriteStallTimeout);
   write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
 }
 
@@ -156,38 +116,52 @@ void WatchSession::EndWrite() {
 
 void WatchSession::OnWriteStalled(ErrorCode ec) {
   if (ec == net::error::operation_aborted || !write_in_flight_) return;
-  if (write_timer_.expiry() > std::chrono::steady_clock::now()) return;
+  if (write_timer_.expiry() > Clock::now()) return;
   LogWarn("closing a connection whose client stopped reading");
+  // A slow watcher, dropped without the 410 its full socket cannot take.
+  SetEndReason(WatchEndReason::kBacklog);
   Close();
 }
 
-void WatchSession::ArmDeadline(std::chrono::steady_clock::duration after) {
-  deadline_.expires_after(after);
+void WatchSession::ArmDeadline(Clock::duration after) {
+  ArmDeadlineAt(Clock::now() + after);
+}
+
+void WatchSession::ArmDeadlineAt(Clock::time_point at) {
+  deadline_.expires_at(at);
   deadline_.async_wait(Bind(&WatchSession::OnDeadline));
 }
 
 void WatchSession::OnDeadline(ErrorCode ec) {
   if (ec == net::error::operation_aborted) return;
   // A handler already queued when the timer was re-armed: not our deadline.
-  if (deadline_.expiry() > std::chrono::steady_clock::now()) return;
+  if (deadline_.expiry() > Clock::now()) return;
   switch (phase_) {
     case Phase::kReadingRequest:
       Close();
       break;
     case Phase::kWaitingForRv: {
+      context_->log.CancelWaitForRv(rv_wait_id_);
+      rv_wait_id_ = 0;
       uint64_t rv = *watch_.resource_version;
       uint64_t current = context_->log.current_rv();
-      poll_timer_.cancel();
       if (rv <= current) {
-        StartStreamAfter(rv);
+        ResourceVersionReached();
       } else {
         SendStatus(TooLargeResourceVersionStatus(rv, current), keep_alive_);
       }
       break;
     }
+    case Phase::kWaitingForState:
+      GiveUpWaitingForState(RetryLaterStatus(
+          awaiting_ == Awaiting::kInitialState
+              ? "the initial state was not ready in time; retry"
+              : "walwatch's state readers did not answer in time; retry"));
+      break;
     case Phase::kStreaming:
+      if (!ending_) SetEndReason(WatchEndReason::kTimeout);
       finish_requested_ = true;
-      if (!write_in_flight_ && !ending_) WriteFinalChunk();
+      Pump();
       break;
     case Phase::kResponding:
     case Phase::kClosed:
@@ -198,9 +172,25 @@ void WatchSession::OnDeadline(ErrorCode ec) {
 void WatchSession::Close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
+  ++answer_token_;
+  if (state_stream_) {
+    state_stream_->Cancel();
+    state_stream_.reset();
+  }
+  if (rv_wait_id_ != 0) {
+    context_->log.CancelWaitForRv(rv_wait_id_);
+    rv_wait_id_ = 0;
+  }
+  if (watch_counted_) {
+    watch_counted_ = false;
+    if (Metrics* metrics = context_->options.metrics) {
+      metrics->WatchEnded(watch_.group, watch_.version, watch_.resource,
+                          end_reason_.value_or(WatchEndReason::kError));
+    }
+  }
   try {
     deadline_.cancel();
-    poll_timer_.cancel();
+    bookmark_timer_.cancel();
     write_timer_.cancel();
   } catch (const std::exception&) {
     // Cancelling can only fail if the timer is broken; closing matters more.
@@ -278,6 +268,10 @@ void WatchSession::HandleRequest() {
         return SendText(200, "ok", keep_alive_);
       }
       return SendText(503, "replication is not streaming yet", keep_alive_);
+    case RouteKind::kHandoff:
+      return AskStateSource(Awaiting::kHandoffRv, &parsed.handoff);
+    case RouteKind::kFreshRv:
+      return AskStateSource(Awaiting::kFreshRv, nullptr);
     case RouteKind::kWatch:
       if (request_.version() < 11) {
         return SendStatus({400, "BadRequest",
@@ -309,6 +303,15 @@ void WatchSession::SendText(unsigned code, std::string body, bool keep_alive) {
   SendResponse(keep_alive);
 }
 
+void WatchSession::SendJson(unsigned code, std::string body, bool keep_alive) {
+  response_.emplace();
+  response_->result(code);
+  response_->set(http::field::content_type, "application/json");
+  response_->set(http::field::cache_control, "no-cache, private");
+  response_->body() = std::move(body);
+  SendResponse(keep_alive);
+}
+
 void WatchSession::SendResponse(bool keep_alive) {
   phase_ = Phase::kResponding;
   keep_alive_ = keep_alive && !shutdown_requested_;
@@ -332,258 +335,82 @@ void WatchSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
 }
 
 // ---------------------------------------------------------------------------
-// Where a watch starts
+// Answers from the StateSource
 
-void WatchSession::StartWatch() {
-  if (!context_->catalog.Kind(GroupVersionResource{watch_.group, watch_.version,
-                                                   watch_.resource})) {
-    return SendStatus(NotFoundStatus(), keep_alive_);
+void WatchSession::AskStateSource(Awaiting what,
+                                  const HandoffRequest* handoff) {
+  StateSource* state = context_->options.state;
+  if (state == nullptr) {
+    return SendStatus(
+        ServiceUnavailableStatus(
+            "walwatch runs without a state source: no initial state, "
+            "handoff or fresh resourceVersion"),
+        keep_alive_);
   }
-  if (shutdown_requested_) return SendStatus(ShuttingDownStatus(), false);
-
-  EventLog& log = context_->log;
-  const std::optional<uint64_t>& rv = watch_.resource_version;
-  if (!rv || *rv == 0) {
-    // "From now" (for "0" too, until the initial state exists). The initial
-    // state for unset/0 and sendInitialEvents will be sent from here, as
-    // synthetic ADDED events ahead of the stream, once it can be read
-    // consistently with the log (DESIGN.md, "exact or retry").
-    uint64_t current = log.current_rv();
-    return StartStream(log.tail_seq(), current, std::nullopt);
+  if (shutdown_requested_) {
+    return SendStatus(ServiceUnavailableStatus("walwatch is shutting down"),
+                      /*keep_alive=*/false);
   }
-  if (*rv > log.current_rv()) return WaitForResourceVersion();
-  StartStreamAfter(*rv);
-}
-
-void WatchSession::WaitForResourceVersion() {
-  phase_ = Phase::kWaitingForRv;
-  ArmDeadline(context_->options.too_large_rv_wait);
-  poll_timer_.expires_after(kResourceVersionPoll);
-  poll_timer_.async_wait(Bind(&WatchSession::OnPollTimer));
-  WaitForLog();
-}
-
-void WatchSession::OnPollTimer(ErrorCode ec) {
-  if (ec == net::error::operation_aborted) return;
-  if (phase_ != Phase::kWaitingForRv) return;
-  CheckResourceVersion();
-  if (phase_ == Phase::kWaitingForRv) {
-    poll_timer_.expires_after(kResourceVersionPoll);
-    poll_timer_.async_wait(Bind(&WatchSession::OnPollTimer));
-  }
-}
-
-void WatchSession::CheckResourceVersion() {
-  if (phase_ != Phase::kWaitingForRv) return;
-  uint64_t rv = *watch_.resource_version;
-  if (rv > context_->log.current_rv()) {
-    WaitForLog();
-    return;
-  }
-  poll_timer_.cancel();
-  deadline_.cancel();
-  StartStreamAfter(rv);
-}
-
-void WatchSession::StartStreamAfter(uint64_t rv) {
-  EventLog& log = context_->log;
-  EventLog::SeekResult seek = log.Seek(rv);
-  if (seek.status == EventLog::SeekStatus::kExpired) {
-    return StartStream(log.tail_seq(), rv, ExpiredStatus(rv, log.floor_rv()));
-  }
-  StartStream(seek.seq, rv, std::nullopt);
-}
-
-void WatchSession::StartStream(uint64_t seq, uint64_t from_rv,
-                               std::optional<K8sStatus> first_error) {
-  phase_ = Phase::kStreaming;
-  seq_ = seq;
-  last_rv_ = from_rv;
-  first_error_ = std::move(first_error);
-
-  stream_head_ = {};
-  stream_head_.result(http::status::ok);
-  stream_head_.version(11);
-  stream_head_.set(http::field::content_type, "application/json");
-  stream_head_.set(http::field::cache_control, "no-cache, private");
-  // The connection ends with the stream.
-  stream_head_.keep_alive(false);
-  stream_head_.chunked(true);
-  serializer_.emplace(stream_head_);
-
-  ArmDeadline(StreamTimeout(watch_));
-  BeginWrite();
-  http::async_write_header(socket_, *serializer_,
-                           Bind(&WatchSession::OnWriteHeader));
-  // A read stays pending for the whole stream: it completes when the client
-  // goes away, which is how an idle watch notices.
-  DoReadForDisconnect();
-  LogDebug("watch started", {{"group", watch_.group},
-                             {"version", watch_.version},
-                             {"resource", watch_.resource},
-                             {"cluster", watch_.cluster},
-                             {"namespace", watch_.ns},
-                             {"from_rv", from_rv}});
-}
-
-void WatchSession::OnWriteHeader(ErrorCode ec, size_t /*bytes*/) {
-  EndWrite();
-  if (phase_ != Phase::kStreaming) return;
-  if (ec) return Close();
-  if (first_error_) {
-    K8sStatus status = std::move(*first_error_);
-    first_error_.reset();
-    return WriteErrorAndEnd(status);
-  }
-  Pump();
-}
-
-// ---------------------------------------------------------------------------
-// Streaming
-
-void WatchSession::Pump() {
-  if (phase_ != Phase::kStreaming || write_in_flight_ || ending_) return;
-  if (finish_requested_) return WriteFinalChunk();
-
-  EventLog& log = context_->log;
-  read_batch_.clear();
-  if (log.Read(seq_, kEventsPerRead, &read_batch_) ==
-      EventLog::ReadStatus::kExpired) {
-    read_batch_.clear();
-    return WriteErrorAndEnd(ExpiredStatus(last_rv_, log.floor_rv()));
-  }
-  if (read_batch_.empty()) return WaitForLog();
-
-  // Take matching events up to max_write_bytes (at least one); the cursor
-  // moves past every event looked at, matching or not.
-  const size_t max_bytes = context_->options.max_write_bytes;
-  std::vector<EventPtr> matching;
-  size_t bytes = 0;
-  size_t consumed = 0;
-  for (EventPtr& event : read_batch_) {
-    // An empty chunk would read as the final one; such an event is a bug
-    // upstream, never something to send.
-    if (!event->wire.empty() && Matches(*event)) {
-      if (!matching.empty() && bytes + event->wire.size() > max_bytes) break;
-      bytes += event->wire.size();
-      matching.push_back(std::move(event));
-    }
-    ++consumed;
-  }
-  const bool full_batch = read_batch_.size() == kEventsPerRead;
-  seq_ += consumed;
-  read_batch_.clear();
-
-  if (!matching.empty()) return WriteEvents(std::move(matching));
-  if (full_batch) {
-    // Nothing for this watch in a whole batch: yield the thread before the
-    // next one so that one watch cannot hold it through a long backlog.
-    net::post(strand_, Bind(&WatchSession::Pump));
-    return;
-  }
-  WaitForLog();
-}
-
-bool WatchSession::Matches(const Event& event) const {
-  return event.resource == watch_.resource && event.group == watch_.group &&
-         event.version == watch_.version &&
-         (watch_.cluster.empty() || event.cluster == watch_.cluster) &&
-         (watch_.ns.empty() || event.ns == watch_.ns);
-}
-
-void WatchSession::WaitForLog() {
-  if (waiting_for_log_) return;
-  waiting_for_log_ = true;
-  uint64_t seq = phase_ == Phase::kStreaming ? seq_ : context_->log.tail_seq();
+  phase_ = Phase::kWaitingForState;
+  awaiting_ = what;
+  const uint64_t token = ++answer_token_;
+  ArmDeadline(kStateAnswerTimeout);
   std::weak_ptr<WatchSession> weak = weak_from_this();
-  // Runs on the appending thread: only hand over to the strand. The log
-  // holds nothing but the weak_ptr, so a session that ends is freed at once;
-  // the strong reference taken here moves into the posted handler.
-  context_->log.WaitForAppend(seq, [weak] {
-    if (std::shared_ptr<WatchSession> self = weak.lock()) {
-      net::any_io_executor strand = self->strand_;
-      net::post(strand, [self = std::move(self)] {
-        self->Guarded("log append", [&] { self->OnLogAppend(); });
+  // Runs on a worker thread: only hand over to the strand. A session that
+  // ended meanwhile is not kept alive for an answer nobody wants.
+  StateSource::RvCallback done = [weak, token](uint64_t rv,
+                                               const StateError* error) {
+    std::shared_ptr<WatchSession> self = weak.lock();
+    if (!self) return;
+    std::optional<StateError> copied;
+    if (error) copied = *error;
+    net::any_io_executor strand = self->strand_;
+    net::post(strand, [self = std::move(self), token, rv,
+                       copied = std::move(copied)]() mutable {
+      self->Guarded("state answer", [&] {
+        self->OnStateAnswer(token, rv, std::move(copied));
       });
-    }
-  });
-}
-
-void WatchSession::OnLogAppend() {
-  waiting_for_log_ = false;
-  if (phase_ == Phase::kWaitingForRv) {
-    CheckResourceVersion();
-  } else if (phase_ == Phase::kStreaming) {
-    Pump();
+    });
+  };
+  if (what == Awaiting::kHandoffRv) {
+    state->HandoffRv(handoff->snapshot, handoff->insert_lsn, std::move(done));
+  } else {
+    state->FreshRv(std::move(done));
   }
 }
 
-void WatchSession::WriteEvents(std::vector<EventPtr> events) {
-  events_in_flight_ = std::move(events);
-  std::vector<net::const_buffer> buffers;
-  buffers.reserve(events_in_flight_.size());
-  for (const EventPtr& event : events_in_flight_) {
-    buffers.push_back(net::buffer(event->wire));
+void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
+                                 std::optional<StateError> error) {
+  if (phase_ != Phase::kWaitingForState || token != answer_token_) return;
+  ++answer_token_;
+  deadline_.cancel();
+  Awaiting what = awaiting_;
+  awaiting_ = Awaiting::kNothing;
+  if (error) {
+    return SendStatus(
+        StateErrorStatus(error->code, error->reason, error->message),
+        keep_alive_);
   }
-  last_rv_ = events_in_flight_.back()->rv;
-  BeginWrite();
-  // One chunk, gathered from the shared wire bytes; nothing is copied.
-  net::async_write(socket_, http::make_chunk(buffers),
-                   Bind(&WatchSession::OnWriteEvents));
+  if (what == Awaiting::kWatchStartRv) return StartStreamAfter(rv);
+  SendJson(200, ResourceVersionJson(rv), keep_alive_);
 }
 
-void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
-  EndWrite();
-  events_in_flight_.clear();
-  if (phase_ != Phase::kStreaming) return;
-  if (ec) return Close();
-  Pump();
-}
-
-void WatchSession::WriteErrorAndEnd(const K8sStatus& status) {
-  ending_ = true;
-  LogInfo("watch ended with an error event",
-          {{"code", status.code}, {"message", status.message}});
-  error_line_ = WatchErrorEventLine(status);
-  BeginWrite();
-  net::async_write(socket_, http::make_chunk(net::buffer(error_line_)),
-                   Bind(&WatchSession::OnWriteError));
-}
-
-void WatchSession::OnWriteError(ErrorCode ec, size_t /*bytes*/) {
-  EndWrite();
-  if (phase_ != Phase::kStreaming) return;
-  if (ec) return Close();
-  WriteFinalChunk();
-}
-
-void WatchSession::WriteFinalChunk() {
-  ending_ = true;
-  BeginWrite();
-  net::async_write(socket_, http::make_chunk_last(),
-                   Bind(&WatchSession::OnWriteFinalChunk));
-}
-
-void WatchSession::OnWriteFinalChunk(ErrorCode ec, size_t /*bytes*/) {
-  EndWrite();
-  if (phase_ != Phase::kStreaming) return;
-  ErrorCode ignored;
-  socket_.shutdown(Socket::shutdown_send, ignored);
-  Close();
-}
-
-void WatchSession::DoReadForDisconnect() {
-  socket_.async_read_some(net::buffer(discard_),
-                          Bind(&WatchSession::OnReadForDisconnect));
-}
-
-void WatchSession::OnReadForDisconnect(ErrorCode ec, size_t /*bytes*/) {
-  if (phase_ == Phase::kClosed) return;
-  if (ec) {
-    LogDebug("watch client went away", {{"error", ec.message()}});
-    return Close();
+void WatchSession::GiveUpWaitingForState(const K8sStatus& status) {
+  ++answer_token_;
+  awaiting_ = Awaiting::kNothing;
+  deadline_.cancel();
+  if (rv_wait_id_ != 0) {
+    context_->log.CancelWaitForRv(rv_wait_id_);
+    rv_wait_id_ = 0;
   }
-  DoReadForDisconnect();  // a client has nothing to say mid-stream; drop it
+  // A watch waiting for its initial state has a read pending on the socket;
+  // its connection cannot carry another request.
+  bool keep_alive = keep_alive_ && !reading_for_disconnect_;
+  if (state_stream_) {
+    state_stream_->Cancel();
+    state_stream_.reset();
+  }
+  SendStatus(status, keep_alive);
 }
 
 }  // namespace walwatch

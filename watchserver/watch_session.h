@@ -1,14 +1,22 @@
 // WatchSession is one client connection of HttpServer: it reads requests
-// (Boost.Beast), answers health probes and errors with keep-alive, and serves
-// a watch as a chunked stream pulled from the EventLog with its own cursor.
-// A watch ends the connection: with the final chunk on timeoutSeconds or
-// Stop(), after a 410 ERROR event when its cursor falls out of the log, or at
-// once when the client goes away.
+// (Boost.Beast), answers health probes, the RV endpoints and errors with
+// keep-alive, and serves a watch as a chunked stream: the initial state (from
+// the StateSource) when the watch asks for it, then live events pulled from
+// the EventLog with its own cursor, with bookmarks on a timer. A watch ends
+// the connection: with a bookmark (if allowed) and the final chunk on
+// timeoutSeconds or Stop(), after a 410 ERROR event when its cursor falls out
+// of the log or its backlog passes the bound, or at once when the client goes
+// away. schema/PROTOCOL.md is the wire contract.
+//
+// The methods are split by concern: watch_session.cc (lifetime, requests,
+// plain responses, the RV endpoints) and watch_stream.cc (everything about a
+// watch: where it starts, the initial state, streaming, bookmarks, its end).
 //
 // Ownership: a session owns itself, in the manner of the Beast examples. It
 // lives exactly as long as an asynchronous operation (socket read or write,
-// timer) holds shared_from_this(); the log's wake-up callback holds only a
-// weak_ptr, so a session whose client disconnected is freed at once.
+// timer) holds shared_from_this(); the log's, the state stream's and the
+// StateSource's wake-ups hold only a weak_ptr, so a session whose client
+// disconnected is freed at once.
 // Thread safety: everything but Shutdown() runs on the session's strand (the
 // socket's executor). Shutdown() may be called from any thread.
 //
@@ -21,6 +29,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
@@ -28,6 +37,7 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -39,6 +49,10 @@
 #include "watchserver/event.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
+#include "watchserver/logging.h"
+#include "watchserver/metrics.h"
+#include "watchserver/selector.h"
+#include "watchserver/state_source.h"
 #include "watchserver/watch_request.h"
 
 namespace walwatch {
@@ -97,20 +111,36 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Registers with the context's registry and reads the first request.
   void Start();
 
-  // Any thread: ends the session soon. A stream is ended with the final
-  // chunk; a connection between requests is closed; a response being
-  // written is the connection's last.
+  // Any thread: ends the session soon. A stream is ended with a bookmark
+  // (if allowed) and the final chunk; a connection between requests is
+  // closed; a response being written is the connection's last; a request
+  // waiting for the state source or a resourceVersion gets 503.
   void Shutdown();
 
  private:
   enum class Phase {
     kReadingRequest,
-    kResponding,    // writing a Status or health response
-    kWaitingForRv,  // resourceVersion ahead of the log: waiting for it
-    kStreaming,     // watch header sent (or being sent); chunks follow
+    kResponding,       // writing a Status, health or ResourceVersion response
+    kWaitingForRv,     // resourceVersion ahead of the log: waiting for it
+    kWaitingForState,  // waiting for the StateSource (see Awaiting)
+    kStreaming,        // watch header sent (or being sent); chunks follow
     kClosed,
   };
+  // What a session in kWaitingForState waits for.
+  enum class Awaiting {
+    kNothing,
+    kInitialState,  // the state stream's Ready: its RV, then the header
+    kHandoffRv,     // GET /walwatch/v1/handoff's answer
+    kFreshRv,       // GET /walwatch/v1/freshrv's answer
+    kWatchStartRv,  // a fresh RV to start a watch from (no initial events)
+  };
   using ErrorCode = boost::system::error_code;
+  using Clock = std::chrono::steady_clock;
+
+  // How long a request waits for the StateSource's answer (the state's RV,
+  // a handoff, a fresh RV) before 504: its workers may all be busy reading
+  // large states.
+  static constexpr std::chrono::seconds kStateAnswerTimeout{60};
 
   // Wraps a member function as a completion handler that keeps the session
   // alive and lets no exception escape into the io_context.
@@ -119,7 +149,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   template <class F>
   void Guarded(const char* where, F&& f);
 
-  // Requests and plain responses.
+  // Requests and plain responses (watch_session.cc).
   void DoReadRequest();
   void OnReadRequest(ErrorCode ec, size_t bytes);
   void OnRequestError(ErrorCode ec);
@@ -128,31 +158,59 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void SendStatus(const K8sStatus& status, bool keep_alive,
                   const char* allow = "");
   void SendText(unsigned code, std::string body, bool keep_alive);
+  void SendJson(unsigned code, std::string body, bool keep_alive);
   void SendResponse(bool keep_alive);
   void OnWriteResponse(ErrorCode ec, size_t bytes);
 
-  // Choosing where the watch starts.
+  // Answers from the StateSource (watch_session.cc). The callbacks run on a
+  // worker thread; they post to the strand, and an answer whose token is not
+  // the current one (the session gave up on it) is dropped.
+  void AskStateSource(Awaiting what, const HandoffRequest* handoff);
+  void OnStateAnswer(uint64_t token, uint64_t rv,
+                     std::optional<StateError> error);
+  void GiveUpWaitingForState(const K8sStatus& status);
+
+  // Where a watch starts (watch_stream.cc).
   void StartWatch();
-  void WaitForResourceVersion();
-  void CheckResourceVersion();
+  void WaitForResourceVersion(uint64_t rv);
+  void OnResourceVersionReached();
+  void ResourceVersionReached();
   void StartStreamAfter(uint64_t rv);
   void StartStream(uint64_t seq, uint64_t from_rv,
                    std::optional<K8sStatus> first_error);
+  void WriteStreamHeader();
   void OnWriteHeader(ErrorCode ec, size_t bytes);
 
-  // Streaming.
+  // The initial state (watch_stream.cc).
+  void StartInitialState();
+  std::function<void()> StateWake();
+  void OnStateWake();
+  void PollStateBeforeReady();
+  void PumpInitialState();
+  void FinishInitialState();
+
+  // Streaming (watch_stream.cc).
   void Pump();
-  bool Matches(const Event& event) const;
   void WaitForLog();
   void OnLogAppend();
-  void WriteEvents(std::vector<EventPtr> events);
+  void WriteEvents(std::vector<EventPtr> events, bool live);
   void OnWriteEvents(ErrorCode ec, size_t bytes);
-  void WriteErrorAndEnd(const K8sStatus& status);
+  void ArmBookmarkTimer();
+  void OnBookmarkTimer(ErrorCode ec);
+  void WriteBookmark(uint64_t rv, bool initial_events_end);
+  void OnWriteBookmark(ErrorCode ec, size_t bytes);
+  void FinishStream();
+  void WriteErrorAndEnd(const K8sStatus& status, WatchEndReason reason);
   void OnWriteError(ErrorCode ec, size_t bytes);
   void WriteFinalChunk();
   void OnWriteFinalChunk(ErrorCode ec, size_t bytes);
   void DoReadForDisconnect();
   void OnReadForDisconnect(ErrorCode ec, size_t bytes);
+  // The first reason given is the one counted when the stream ends.
+  void SetEndReason(WatchEndReason reason);
+  // 410 for a cursor that fell out of the log: kBarrier if a barrier was
+  // appended since the watch started, else kExpired.
+  WatchEndReason ExpiryReason() const;
 
   // Every socket write goes between BeginWrite and EndWrite: one write in
   // flight, and a write the client does not drain in time closes the
@@ -161,9 +219,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void EndWrite();
   void OnWriteStalled(ErrorCode ec);
 
-  void ArmDeadline(std::chrono::steady_clock::duration after);
+  void ArmDeadline(Clock::duration after);
+  void ArmDeadlineAt(Clock::time_point at);
   void OnDeadline(ErrorCode ec);
-  void OnPollTimer(ErrorCode ec);
   void OnShutdown();
   void Close();
 
@@ -184,17 +242,28 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool keep_alive_ = false;
 
   // One timer per phase's deadline (idle request read, resourceVersion
-  // wait, watch timeout), one to poll for the resourceVersion, and one
-  // bounding the write in flight.
+  // wait, state answer, watch timeout), one for bookmarks, and one bounding
+  // the write in flight.
   boost::asio::steady_timer deadline_;
-  boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer bookmark_timer_;
   boost::asio::steady_timer write_timer_;
   bool write_in_flight_ = false;
 
+  // Waiting for the StateSource.
+  Awaiting awaiting_ = Awaiting::kNothing;
+  uint64_t answer_token_ = 0;  // bumped whenever an answer stops mattering
+  uint64_t rv_wait_id_ = 0;    // EventLog::WaitForRv id, 0 if none
+
   // Watch state.
   WatchRequest watch_;
-  uint64_t seq_ = 0;      // next event in the log to consider
-  uint64_t last_rv_ = 0;  // rv of the last event sent, or where we started
+  WatchFilter filter_;
+  std::string kind_;         // of the watched resource, for bookmarks
+  std::string api_version_;  // "v1", "apps/v1"...
+  uint64_t seq_ = 0;         // next event in the log to consider
+  // The RV of the last event or bookmark sent, or where the watch started:
+  // bookmarks never go below it.
+  uint64_t last_rv_ = 0;
+  uint64_t barriers_at_start_ = 0;
   boost::beast::http::response<boost::beast::http::empty_body> stream_head_;
   std::optional<
       boost::beast::http::response_serializer<boost::beast::http::empty_body>>
@@ -203,11 +272,58 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool waiting_for_log_ = false;
   bool finish_requested_ = false;  // end with the final chunk when idle
   bool ending_ = false;            // ERROR event or final chunk under way
+  bool reading_for_disconnect_ = false;
   std::vector<EventPtr> events_in_flight_;  // keep wire bytes alive
+  bool live_in_flight_ = false;             // events_in_flight_ are live
   std::string error_line_;                  // ERROR event being written
+  std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;
   std::array<char, 256> discard_;  // bytes a client sends mid-stream
+
+  // The initial state: from the state stream's Ready (RV initial_rv_) until
+  // every event has been sent; then the live stream continues after
+  // initial_rv_.
+  std::shared_ptr<InitialStateStream> state_stream_;
+  bool initial_ = false;       // streaming the initial state
+  bool initial_done_ = false;  // the stream has given every event
+  uint64_t initial_rv_ = 0;
+  std::vector<EventPtr> initial_pending_;  // taken and matching, not sent
+  size_t initial_sent_ = 0;                // of initial_pending_
+
+  // Bookmarks.
+  bool bookmark_due_ = false;
+  bool final_bookmark_sent_ = false;
+  bool bookmark_rearm_ = false;  // the bookmark in flight is a periodic one
+  bool go_live_after_write_ = false;  // the WatchList end bookmark
+
+  // Metrics: a stream counts from its header until Close().
+  bool watch_counted_ = false;
+  std::optional<WatchEndReason> end_reason_;
 };
+
+// Both halves of the session (watch_session.cc, watch_stream.cc) use these.
+template <class... Args>
+auto WatchSession::Bind(void (WatchSession::*handler)(Args...)) {
+  return [self = shared_from_this(), handler](Args... args) {
+    self->Guarded("completion handler",
+                  [&] { (self.get()->*handler)(args...); });
+  };
+}
+
+template <class F>
+void WatchSession::Guarded(const char* where, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    LogError("watch session failed", {{"where", where}, {"error", e.what()}});
+    SetEndReason(WatchEndReason::kError);
+    Close();
+  } catch (...) {
+    LogError("watch session failed", {{"where", where}, {"error", "unknown"}});
+    SetEndReason(WatchEndReason::kError);
+    Close();
+  }
+}
 
 }  // namespace walwatch
 

@@ -1,6 +1,7 @@
 // In-process tests of HttpServer: a real EventLog filled with hand-made
-// events, the server on a temporary Unix socket, and a Beast client that
-// reads the chunked stream line by line. No PostgreSQL.
+// events, a fake StateSource driven by the test, the server on a temporary
+// Unix socket, and a Beast client that reads the chunked stream line by
+// line. No PostgreSQL.
 #include "watchserver/http_server.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +19,11 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <mutex>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,7 +34,9 @@
 #include "watchserver/event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/logging.h"
+#include "watchserver/metrics.h"
 #include "watchserver/resource_catalog.h"
+#include "watchserver/state_source.h"
 
 namespace walwatch {
 namespace {
@@ -64,6 +70,7 @@ struct EventSpec {
   std::string resource = "pods";
   std::string kind = "Pod";
   EventType type = EventType::kAdded;
+  std::vector<std::pair<std::string, std::string>> labels = {};
 };
 
 // An Event with the wire bytes the EventBuilder would produce for a small
@@ -81,6 +88,11 @@ EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
   event->cluster = spec.cluster;
   event->ns = spec.ns;
   event->name = spec.name;
+  event->labels = spec.labels;
+  event->commit_time_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
   std::string api_version =
       spec.group.empty() ? spec.version : spec.group + "/" + spec.version;
   std::string& w = event->wire;
@@ -105,6 +117,178 @@ EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
 
 std::string Line(const EventPtr& event) {
   return event->wire.substr(0, event->wire.size() - 1);
+}
+
+// An initial-state event as the StateSource makes it: ADDED, carrying the
+// state's RV, of no transaction.
+EventPtr StateEvent(EventSpec spec, uint64_t state_rv) {
+  spec.type = EventType::kAdded;
+  return MakeEvent(spec, state_rv, state_rv, /*last_in_txn=*/true);
+}
+
+EventPtr StatePod(const std::string& name, uint64_t state_rv) {
+  EventSpec spec;
+  spec.name = name;
+  return StateEvent(spec, state_rv);
+}
+
+// The line a bookmark is sent as.
+std::string BookmarkLine(uint64_t rv, const std::string& kind = "Pod",
+                         const std::string& api_version = "v1",
+                         bool initial_events_end = false) {
+  std::string line = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"" + kind +
+                     "\",\"apiVersion\":\"" + api_version +
+                     "\",\"metadata\":{\"resourceVersion\":\"" +
+                     std::to_string(rv) + "\"";
+  if (initial_events_end) {
+    line += ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}";
+  }
+  return line + "}}}";
+}
+
+// The type and resourceVersion of a watch event line.
+struct Parsed {
+  std::string type;
+  std::string name;
+  uint64_t rv = 0;
+  nlohmann::json object;
+};
+Parsed ParseLine(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  Parsed p;
+  if (j.is_discarded()) return p;
+  p.type = j.value("type", "");
+  p.object = j["object"];
+  const nlohmann::json& metadata = p.object["metadata"];
+  if (metadata.contains("name")) p.name = metadata["name"];
+  if (metadata.contains("resourceVersion")) {
+    p.rv = std::stoull(metadata["resourceVersion"].get<std::string>());
+  }
+  return p;
+}
+
+// A StateSource the test drives. ReadState either answers by itself (an
+// empty state at the log's current RV, like a table with no such rows) or
+// hands the stream to the test (manual). HandoffRv and FreshRv answer with
+// `answer` from a thread of their own, as a worker would.
+class FakeStateSource : public StateSource {
+ public:
+  explicit FakeStateSource(EventLog* log) : log_(log) {}
+  ~FakeStateSource() override { JoinAll(); }
+
+  struct Answer {
+    uint64_t rv = 0;
+    std::optional<StateError> error;
+  };
+
+  void set_manual(bool manual) {
+    std::lock_guard<std::mutex> lock(mu_);
+    manual_ = manual;
+  }
+  void set_answer(Answer answer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_ = std::move(answer);
+  }
+
+  void ReadState(const StateQuery& query,
+                 std::shared_ptr<InitialStateStream> stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queries_.push_back(query);
+    ++read_states_;
+    if (manual_) {
+      streams_.push_back(stream);
+      cv_.notify_all();
+      return;
+    }
+    uint64_t rv = log_->current_rv();
+    threads_.emplace_back([stream, rv] {
+      stream->Ready(rv);
+      stream->Finish();
+    });
+  }
+
+  void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
+                 RvCallback done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    handoffs_.push_back({snapshot, insert_lsn});
+    Reply(std::move(done));
+  }
+
+  void FreshRv(RvCallback done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++fresh_rvs_;
+    Reply(std::move(done));
+  }
+
+  // Manual mode: the next stream a watch asked for.
+  std::shared_ptr<InitialStateStream> WaitForStream() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, 5s, [&] { return !streams_.empty(); })) {
+      return nullptr;
+    }
+    auto stream = streams_.front();
+    streams_.pop_front();
+    return stream;
+  }
+
+  int read_states() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return read_states_;
+  }
+  int fresh_rvs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fresh_rvs_;
+  }
+  std::vector<StateQuery> queries() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queries_;
+  }
+  std::vector<std::pair<std::string, uint64_t>> handoffs() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return handoffs_;
+  }
+
+  void JoinAll() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads.swap(threads_);
+    }
+    for (std::thread& t : threads) t.join();
+  }
+
+ private:
+  void Reply(RvCallback done) {  // mu_ held
+    Answer answer = answer_;
+    threads_.emplace_back([done = std::move(done), answer] {
+      done(answer.rv, answer.error ? &*answer.error : nullptr);
+    });
+  }
+
+  EventLog* const log_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool manual_ = false;
+  Answer answer_;
+  int read_states_ = 0;
+  int fresh_rvs_ = 0;
+  std::vector<StateQuery> queries_;
+  std::deque<std::shared_ptr<InitialStateStream>> streams_;
+  std::vector<std::pair<std::string, uint64_t>> handoffs_;
+  std::vector<std::thread> threads_;
+};
+
+// The value of one sample in a Prometheus text scrape, or -1 if absent.
+double Sample(const std::string& scrape, const std::string& name_and_labels) {
+  std::string prefix = name_and_labels + " ";
+  size_t at = 0;
+  while ((at = scrape.find(prefix, at)) != std::string::npos) {
+    if (at == 0 || scrape[at - 1] == '\n') {
+      return std::stod(scrape.substr(at + prefix.size()));
+    }
+    at += prefix.size();
+  }
+  return -1;
 }
 
 // A client on its own io_context, over a Unix or a TCP socket; every read
@@ -260,6 +444,7 @@ class HttpServerTest : public ::testing::Test {
     dir_ = dir_template;
     options_.socket_path = dir_ + "/walwatch.sock";
     options_.too_large_rv_wait = 300ms;
+    options_.state = &state_;
     catalog_.Add({"", "v1", "pods"}, "Pod");
     catalog_.Add({"", "v1", "configmaps"}, "ConfigMap");
     catalog_.Add({"apps", "v1", "deployments"}, "Deployment");
@@ -274,6 +459,7 @@ class HttpServerTest : public ::testing::Test {
     io_.stop();
     for (std::thread& t : threads_) t.join();
     server_.reset();
+    state_.JoinAll();
     std::remove(options_.socket_path.c_str());
     rmdir(dir_.c_str());
   }
@@ -311,6 +497,17 @@ class HttpServerTest : public ::testing::Test {
     return AppendTxn(commit_lsn, {spec}).front();
   }
 
+  // Reads the next line, which must be a bookmark; returns its RV.
+  std::optional<uint64_t> ReadBookmark(TestClient* client) {
+    std::optional<std::string> line = client->ReadLine();
+    if (!line) return std::nullopt;
+    Parsed p = ParseLine(*line);
+    EXPECT_EQ(p.type, "BOOKMARK") << *line;
+    if (p.type != "BOOKMARK") return std::nullopt;
+    EXPECT_EQ(*line, BookmarkLine(p.rv));
+    return p.rv;
+  }
+
   std::unique_ptr<TestClient> Connect() {
     auto client = std::make_unique<TestClient>(
         stream_protocol::endpoint(options_.socket_path));
@@ -320,7 +517,7 @@ class HttpServerTest : public ::testing::Test {
 
   std::string dir_;
   HttpServerOptions options_;
-  EventLog log_{1 << 20, kFloorRv};
+  EventLog log_{8 << 20, kFloorRv};
   ResourceCatalog catalog_;
   uint64_t last_commit_ = kFloorRv;
   std::atomic<bool> ready_{true};
@@ -328,6 +525,8 @@ class HttpServerTest : public ::testing::Test {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work_{
       io_.get_executor()};
   std::vector<std::thread> threads_;
+  // After io_: its threads post to the io_context until joined.
+  FakeStateSource state_{&log_};
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -730,6 +929,730 @@ TEST_F(HttpServerTest, ClientDisconnectFreesItsSession) {
   AppendPod(110, "a");
   idle->Close();
   EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+}
+
+// ---------------------------------------------------------------------------
+// Initial state (resourceVersion unset or 0) and its handoff to the log
+
+TEST_F(HttpServerTest, InitialStateThenLiveLosesAndDoublesNothing) {
+  state_.set_manual(true);
+  AppendPod(110, "a");
+  AppendPod(120, "b");
+  StartServer();
+  auto client = Connect();
+  client->Get("/clusters/c1/api/v1/namespaces/default/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  std::vector<StateQuery> queries = state_.queries();
+  ASSERT_EQ(queries.size(), 1u);
+  EXPECT_EQ(queries[0].group, "");
+  EXPECT_EQ(queries[0].version, "v1");
+  EXPECT_EQ(queries[0].resource, "pods");
+  EXPECT_EQ(queries[0].cluster, "c1");
+  EXPECT_EQ(queries[0].ns, "default");
+
+  // The state was read in a snapshot that saw a and b (handoff RV 120); c
+  // commits after it, before the state is sent, and d while it is sent.
+  EventPtr c = AppendPod(130, "c");
+  stream->Ready(120);
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  EventPtr a0 = StatePod("a", 120);
+  EventPtr b0 = StatePod("b", 120);
+  ASSERT_TRUE(stream->Push({a0}));
+  EXPECT_EQ(client->ReadLine(), Line(a0));
+  EventPtr d = AppendPod(140, "d");
+  ASSERT_TRUE(stream->Push({b0}));
+  stream->Finish();
+  EXPECT_EQ(client->ReadLine(), Line(b0));
+  EXPECT_EQ(client->ReadLine(), Line(c));
+  EXPECT_EQ(client->ReadLine(), Line(d));
+  EventPtr e = AppendPod(150, "e");
+  EXPECT_EQ(client->ReadLine(), Line(e));
+}
+
+TEST_F(HttpServerTest, ResourceVersionZeroAlsoSendsTheState) {
+  state_.set_manual(true);
+  AppendPod(110, "a");
+  // A transaction without events moved the stream past 110.
+  log_.AdvanceCurrentRv(115);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&resourceVersion=0");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  stream->Ready(115);
+  EventPtr a0 = StatePod("a", 115);
+  ASSERT_TRUE(stream->Push({a0}));
+  stream->Finish();
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->ReadLine(), Line(a0));
+  EventPtr b = AppendPod(120, "b");
+  EXPECT_EQ(client->ReadLine(), Line(b));
+}
+
+TEST_F(HttpServerTest, ManyStateEventsArriveInOrderThroughSmallWrites) {
+  options_.max_write_bytes = 300;
+  options_.max_initial_state_queue_bytes = 4096;  // Push blocks: flow control
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  std::vector<EventPtr> objects;
+  for (int i = 0; i < 500; ++i) {
+    objects.push_back(StatePod("pod-" + std::to_string(i), kFloorRv));
+  }
+  std::thread producer([&] {
+    stream->Ready(kFloorRv);
+    for (size_t i = 0; i < objects.size(); i += 7) {
+      std::vector<EventPtr> batch(
+          objects.begin() + i,
+          objects.begin() + std::min(objects.size(), i + 7));
+      if (!stream->Push(std::move(batch))) return;
+    }
+    stream->Finish();
+  });
+  ASSERT_TRUE(client->ReadHeader());
+  for (const EventPtr& object : objects) {
+    ASSERT_EQ(client->ReadLine(), Line(object));
+  }
+  producer.join();
+  EventPtr live = AppendPod(110, "live");
+  EXPECT_EQ(client->ReadLine(), Line(live));
+}
+
+TEST_F(HttpServerTest, StateErrorBeforeReadyIsTheStatusAnswer) {
+  state_.set_manual(true);
+  StartServer();
+  struct Case {
+    StateError error;
+    unsigned code;
+    std::string reason;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{409, "Conflict", "commit order and visibility disagree"},
+            409,
+            "Conflict"},
+           {{410, "Expired", "snapshot older than the log"}, 410, "Expired"},
+           {{504, "Timeout", "walwatch has not caught up"}, 504, "Timeout"},
+           {{500, "InternalError", "cannot connect"}, 500, "InternalError"},
+           {{500, "", "no reason given"}, 500, "InternalError"}}) {
+    auto client = Connect();
+    client->Get("/api/v1/pods?watch=1");
+    std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+    ASSERT_TRUE(stream);
+    stream->Fail(c.error);
+    ASSERT_TRUE(client->ReadResponse()) << c.error.message;
+    EXPECT_EQ(client->status(), c.code);
+    EXPECT_EQ(client->header(http::field::content_type), "application/json");
+    nlohmann::json status = client->BodyJson();
+    EXPECT_EQ(status["kind"], "Status");
+    EXPECT_EQ(status["reason"], c.reason);
+    EXPECT_EQ(status["code"], c.code);
+    EXPECT_EQ(status["message"], c.error.message);
+    if (c.code == 504) {
+      EXPECT_EQ(status["details"]["causes"][0]["reason"],
+                "ResourceVersionTooLarge");
+      EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
+    } else {
+      EXPECT_FALSE(status.contains("details"));
+    }
+    // The watch's connection ends with its answer.
+    EXPECT_TRUE(client->ReadEof());
+  }
+}
+
+TEST_F(HttpServerTest, StateErrorAfterReadyIsAnErrorEvent) {
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  stream->Ready(kFloorRv);
+  EventPtr a0 = StatePod("a", kFloorRv);
+  ASSERT_TRUE(stream->Push({a0}));
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->ReadLine(), Line(a0));
+  stream->Fail({500, "InternalError", "connection lost"});
+  std::optional<std::string> line = client->ReadLine();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line,
+            "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":"
+            "\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":"
+            "\"reading the initial state failed: connection lost\",\"reason\":"
+            "\"InternalError\",\"code\":500}}");
+  EXPECT_EQ(client->ReadLine(), std::nullopt);
+  EXPECT_TRUE(client->body_done());
+  EXPECT_TRUE(client->ReadEof());
+}
+
+TEST_F(HttpServerTest, StateCancelledWhenTheClientLeaves) {
+  state_.set_manual(true);
+  StartServer();
+  auto waiting = Connect();  // before Ready
+  waiting->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> before = state_.WaitForStream();
+  ASSERT_TRUE(before);
+  auto streaming = Connect();  // while the state is sent
+  streaming->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> during = state_.WaitForStream();
+  ASSERT_TRUE(during);
+  during->Ready(kFloorRv);
+  EventPtr a0 = StatePod("a", kFloorRv);
+  ASSERT_TRUE(during->Push({a0}));
+  ASSERT_TRUE(streaming->ReadHeader());
+  EXPECT_EQ(streaming->ReadLine(), Line(a0));
+
+  waiting->Close();
+  streaming->Close();
+  EXPECT_TRUE(WaitFor([&] { return before->cancelled(); }));
+  EXPECT_TRUE(WaitFor([&] { return during->cancelled(); }));
+  // A producer blocked on a full queue would return false; one that is not
+  // is told at its next Push.
+  EXPECT_FALSE(during->Push({StatePod("b", kFloorRv)}));
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+}
+
+TEST_F(HttpServerTest, StopWhileTheStateIsReadAnswers503) {
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  server_->Stop();
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 503u);
+  EXPECT_EQ(client->BodyJson()["reason"], "ServiceUnavailable");
+  EXPECT_TRUE(WaitFor([&] { return stream->cancelled(); }));
+}
+
+TEST_F(HttpServerTest, WithoutAStateSourceInitialEventsAre503) {
+  options_.state = nullptr;
+  AppendPod(110, "a");
+  StartServer();
+  auto client = Connect();
+  for (const char* target :
+       {"/api/v1/pods?watch=1", "/api/v1/pods?watch=1&resourceVersion=0",
+        "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch="
+        "NotOlderThan",
+        "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
+        "NotOlderThan",
+        "/walwatch/v1/freshrv", "/walwatch/v1/handoff?snapshot=1:2:"}) {
+    client->Get(target);
+    ASSERT_TRUE(client->ReadResponse()) << target;
+    EXPECT_EQ(client->status(), 503u) << target;
+    EXPECT_EQ(client->BodyJson()["reason"], "ServiceUnavailable");
+  }
+  // A watch from an RV needs no state.
+  client->Get("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(ParseLine(*client->ReadLine()).name, "a");
+}
+
+// ---------------------------------------------------------------------------
+// sendInitialEvents (WatchList)
+
+TEST_F(HttpServerTest, WatchListEndsItsStateWithAnAnnotatedBookmark) {
+  state_.set_manual(true);
+  AppendPod(110, "a");
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch="
+      "NotOlderThan&allowWatchBookmarks=true");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  EventPtr b = AppendPod(120, "b");
+  stream->Ready(110);
+  EventPtr a0 = StatePod("a", 110);
+  ASSERT_TRUE(stream->Push({a0}));
+  stream->Finish();
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->ReadLine(), Line(a0));
+  EXPECT_EQ(client->ReadLine(), BookmarkLine(110, "Pod", "v1", true));
+  EXPECT_EQ(client->ReadLine(), Line(b));
+}
+
+TEST_F(HttpServerTest, WatchListBookmarkNamesTheKindAndGroup) {
+  StartServer();
+  auto client = Connect();
+  // The end bookmark is sent even without allowWatchBookmarks.
+  client->Get(
+      "/apis/apps/v1/deployments?watch=1&sendInitialEvents=true&"
+      "resourceVersionMatch=NotOlderThan");
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->ReadLine(),
+            BookmarkLine(kFloorRv, "Deployment", "apps/v1", true));
+}
+
+TEST_F(HttpServerTest, WatchListFromAFutureRvWaitsForItThenReadsTheState) {
+  options_.too_large_rv_wait = 5000ms;
+  AppendPod(110, "a");
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch="
+      "NotOlderThan&resourceVersion=150");
+  ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 1; }));
+  EXPECT_EQ(state_.read_states(), 0);
+  log_.AdvanceCurrentRv(150);
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(state_.read_states(), 1);
+  // The fake's state is empty, at the current RV.
+  EXPECT_EQ(client->ReadLine(), BookmarkLine(150, "Pod", "v1", true));
+}
+
+TEST_F(HttpServerTest, WatchListFromAnRvNeverReachedIs504) {
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch="
+      "NotOlderThan&resourceVersion=999");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 504u);
+  EXPECT_EQ(client->BodyJson()["details"]["causes"][0]["reason"],
+            "ResourceVersionTooLarge");
+  EXPECT_EQ(state_.read_states(), 0);
+}
+
+TEST_F(HttpServerTest, SendInitialEventsFalseStartsWithoutState) {
+  AppendPod(110, "a");
+  state_.set_answer({110, std::nullopt});
+  StartServer();
+  // Unset RV: from the most recent RV, which the state source gives.
+  auto recent = Connect();
+  recent->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
+      "NotOlderThan");
+  ASSERT_TRUE(recent->ReadHeader());
+  EXPECT_EQ(recent->status(), 200u);
+  EXPECT_EQ(state_.fresh_rvs(), 1);
+  // RV 0: from any RV, here the log's current one.
+  auto any = Connect();
+  any->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
+      "NotOlderThan&resourceVersion=0");
+  ASSERT_TRUE(any->ReadHeader());
+  EXPECT_EQ(any->status(), 200u);
+  // RV N: after N, as a plain watch.
+  auto after = Connect();
+  after->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
+      "NotOlderThan&resourceVersion=100");
+  ASSERT_TRUE(after->ReadHeader());
+  EXPECT_EQ(ParseLine(*after->ReadLine()).name, "a");
+
+  EventPtr b = AppendPod(120, "b");
+  EXPECT_EQ(recent->ReadLine(), Line(b));
+  EXPECT_EQ(any->ReadLine(), Line(b));
+  EXPECT_EQ(after->ReadLine(), Line(b));
+  EXPECT_EQ(state_.read_states(), 0);
+  EXPECT_EQ(state_.fresh_rvs(), 1);
+
+  state_.set_answer({0, StateError{504, "Timeout", "not caught up"}});
+  auto failing = Connect();
+  failing->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
+      "NotOlderThan");
+  ASSERT_TRUE(failing->ReadResponse());
+  EXPECT_EQ(failing->status(), 504u);
+}
+
+// ---------------------------------------------------------------------------
+// Bookmarks
+
+TEST_F(HttpServerTest, IdleBookmarksFollowTheCurrentRv) {
+  options_.bookmark_interval = 50ms;
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&resourceVersion=100&allowWatchBookmarks=1");
+  ASSERT_TRUE(client->ReadHeader());
+  std::optional<uint64_t> rv = ReadBookmark(client.get());
+  ASSERT_TRUE(rv);
+  EXPECT_EQ(*rv, 100u);
+  // Keepalives and other tables' transactions move the current RV.
+  log_.AdvanceCurrentRv(200);
+  uint64_t last = *rv;
+  for (int i = 0; i < 200 && last < 200; ++i) {
+    rv = ReadBookmark(client.get());
+    ASSERT_TRUE(rv);
+    EXPECT_GE(*rv, last);
+    last = *rv;
+  }
+  EXPECT_EQ(last, 200u);
+}
+
+TEST_F(HttpServerTest, BookmarksWithoutAllowWatchBookmarksAreNotSent) {
+  options_.bookmark_interval = 20ms;
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
+  ASSERT_TRUE(client->ReadHeader());
+  EventPtr a = AppendPod(110, "a");
+  EXPECT_EQ(client->ReadLine(), Line(a));
+  EXPECT_EQ(client->ReadLine(), std::nullopt);  // timeout: no bookmark
+  EXPECT_TRUE(client->body_done());
+}
+
+TEST_F(HttpServerTest, BookmarksNeverPassAnUnsentEventAndNeverGoBack) {
+  // One event per write, and a bookmark due at nearly every turn: bookmarks
+  // land between the writes of a long stream.
+  options_.bookmark_interval = 1ms;
+  options_.max_write_bytes = 200;
+  // Events the watch filters out (another namespace) between its own.
+  constexpr int kEvents = 3000;
+  std::vector<uint64_t> own;
+  for (int i = 0; i < kEvents; ++i) {
+    uint64_t commit = 101 + i;
+    if (i % 3 == 2) {
+      AppendPod(commit, "other-" + std::to_string(i), "ns2");
+    } else {
+      AppendPod(commit, "own-" + std::to_string(i), "ns1");
+      own.push_back(commit);
+    }
+  }
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/namespaces/ns1/"
+      "pods?watch=1&resourceVersion=100&allowWatchBookmarks=true");
+  ASSERT_TRUE(client->ReadHeader());
+  size_t next = 0;  // index in `own` of the next event expected
+  uint64_t last_rv = 100;
+  int bookmarks = 0;
+  while (next < own.size()) {
+    std::optional<std::string> line = client->ReadLine();
+    ASSERT_TRUE(line);
+    Parsed p = ParseLine(*line);
+    ASSERT_GE(p.rv, last_rv) << *line;
+    last_rv = p.rv;
+    if (p.type == "BOOKMARK") {
+      ++bookmarks;
+      // Resuming from it delivers exactly the events not received yet.
+      ASSERT_LT(p.rv, own[next]) << *line;
+      EventLog::SeekResult seek = log_.Seek(p.rv);
+      ASSERT_EQ(seek.status, EventLog::SeekStatus::kOk);
+      std::vector<EventPtr> rest;
+      log_.Read(seek.seq, 3, &rest);
+      size_t k = 0;
+      while (k < rest.size() && rest[k]->ns != "ns1") ++k;
+      ASSERT_LT(k, rest.size());
+      ASSERT_EQ(rest[k]->rv, own[next]) << *line;
+      continue;
+    }
+    ASSERT_EQ(p.type, "ADDED") << *line;
+    ASSERT_EQ(p.rv, own[next]) << *line;
+    ++next;
+  }
+  EXPECT_GT(bookmarks, 0);
+  // Past its last event, the watch's bookmarks reach the current RV, past
+  // the events it filtered out.
+  const uint64_t current = 100 + kEvents;
+  uint64_t rv = 0;
+  for (int i = 0; i < 1000 && rv < current; ++i) {
+    std::optional<uint64_t> b = ReadBookmark(client.get());
+    ASSERT_TRUE(b);
+    EXPECT_GE(*b, last_rv);
+    rv = *b;
+  }
+  EXPECT_EQ(rv, current);
+}
+
+TEST_F(HttpServerTest, BookmarkJustBeforeTheTimeout) {
+  options_.bookmark_interval = 60000ms;
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/pods?watch=1&resourceVersion=100&allowWatchBookmarks=true&"
+      "timeoutSeconds=1");
+  ASSERT_TRUE(client->ReadHeader());
+  EventPtr a = AppendPod(110, "a");
+  EXPECT_EQ(client->ReadLine(), Line(a));
+  log_.AdvanceCurrentRv(115);
+  EXPECT_EQ(client->ReadLine(), BookmarkLine(115));
+  EXPECT_EQ(client->ReadLine(), std::nullopt);
+  EXPECT_FALSE(client->last_error()) << client->last_error().message();
+  EXPECT_TRUE(client->body_done());
+}
+
+TEST_F(HttpServerTest, NoPeriodicBookmarkDuringTheInitialState) {
+  options_.bookmark_interval = 1ms;
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&allowWatchBookmarks=true");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  stream->Ready(kFloorRv);
+  ASSERT_TRUE(client->ReadHeader());
+  for (int i = 0; i < 20; ++i) {
+    EventPtr object = StatePod("p" + std::to_string(i), kFloorRv);
+    ASSERT_TRUE(stream->Push({object}));
+    ASSERT_EQ(client->ReadLine(), Line(object));
+  }
+  stream->Finish();
+  // No end bookmark for a plain watch; periodic ones from now on.
+  std::optional<uint64_t> rv = ReadBookmark(client.get());
+  ASSERT_TRUE(rv);
+  EXPECT_EQ(*rv, kFloorRv);
+}
+
+// ---------------------------------------------------------------------------
+// Selectors
+
+TEST_F(HttpServerTest, SelectorsFilterInitialAndLiveEvents) {
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get(
+      "/api/v1/pods?watch=1&labelSelector=app%3Dweb%2Ctier%20in%20(fe)"
+      "&fieldSelector=metadata.name!%3Dweb-2");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  auto pod = [](const std::string& name, const std::string& app) {
+    EventSpec spec;
+    spec.name = name;
+    spec.labels = {{"app", app}, {"tier", "fe"}};
+    return spec;
+  };
+  stream->Ready(kFloorRv);
+  EventPtr web1 = StateEvent(pod("web-1", "web"), kFloorRv);
+  ASSERT_TRUE(stream->Push({StateEvent(pod("db-1", "db"), kFloorRv), web1,
+                            StateEvent(pod("web-2", "web"), kFloorRv)}));
+  stream->Finish();
+  AppendTxn(110, {pod("db-2", "db")});
+  EventPtr web3 = AppendTxn(120, {pod("web-3", "web")}).front();
+  AppendTxn(130, {pod("web-2", "web")});
+  EventSpec no_tier;
+  no_tier.name = "web-4";
+  no_tier.labels = {{"app", "web"}};
+  AppendTxn(140, {no_tier});
+  EventPtr web5 = AppendTxn(150, {pod("web-5", "web")}).front();
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->ReadLine(), Line(web1));
+  EXPECT_EQ(client->ReadLine(), Line(web3));
+  EXPECT_EQ(client->ReadLine(), Line(web5));
+}
+
+TEST_F(HttpServerTest, InvalidSelectorsAre400) {
+  StartServer();
+  auto client = Connect();
+  struct Case {
+    std::string query;
+    std::string in_message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"labelSelector=app%20in%20(", "unable to parse requirement"},
+           {"labelSelector=-bad-%3Dx", "-bad-"},
+           {"fieldSelector=spec.nodeName%3Dn1",
+            "field label not supported: spec.nodeName"}}) {
+    client->Get("/api/v1/pods?watch=1&" + c.query);
+    ASSERT_TRUE(client->ReadResponse()) << c.query;
+    EXPECT_EQ(client->status(), 400u) << c.query;
+    nlohmann::json status = client->BodyJson();
+    EXPECT_EQ(status["reason"], "BadRequest");
+    EXPECT_NE(status["message"].get<std::string>().find(c.in_message),
+              std::string::npos)
+        << status["message"];
+  }
+  EXPECT_EQ(state_.read_states(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// /walwatch/v1/handoff and /walwatch/v1/freshrv
+
+TEST_F(HttpServerTest, HandoffAndFreshRvAnswerTheResourceVersion) {
+  StartServer();
+  auto client = Connect();
+  state_.set_answer({4242, std::nullopt});
+  client->Get("/walwatch/v1/handoff?snapshot=700%3A712%3A701%2C705&"
+              "insertLSN=0%2F16B3748");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(client->header(http::field::content_type), "application/json");
+  EXPECT_EQ(client->response().body(),
+            "{\"kind\":\"ResourceVersion\",\"apiVersion\":"
+            "\"walwatch.clusterpedia.io/v1\",\"resourceVersion\":\"4242\"}");
+  auto handoffs = state_.handoffs();
+  ASSERT_EQ(handoffs.size(), 1u);
+  EXPECT_EQ(handoffs[0].first, "700:712:701,705");
+  EXPECT_EQ(handoffs[0].second, 0x16B3748u);
+
+  // Keep-alive: the same connection asks again, without insertLSN.
+  client->Get("/walwatch/v1/handoff?snapshot=1:2:");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(state_.handoffs().at(1).second, 0u);
+
+  state_.set_answer({5000, std::nullopt});
+  client->Get("/walwatch/v1/freshrv");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(client->BodyJson()["resourceVersion"], "5000");
+  EXPECT_EQ(state_.fresh_rvs(), 1);
+}
+
+TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
+  StartServer();
+  auto client = Connect();
+  struct Case {
+    StateError error;
+    std::string reason;
+  };
+  for (const std::string& target :
+       {std::string("/walwatch/v1/handoff?snapshot=1:2:"),
+        std::string("/walwatch/v1/freshrv")}) {
+    for (const Case& c : std::vector<Case>{
+             {{400, "BadRequest", "bad snapshot"}, "BadRequest"},
+             {{409, "Conflict", "list again in a new snapshot"}, "Conflict"},
+             {{410, "Expired", "older than the log"}, "Expired"},
+             {{504, "Timeout", "not caught up"}, "Timeout"},
+             {{500, "InternalError", "cannot connect"}, "InternalError"}}) {
+      state_.set_answer({0, c.error});
+      client->Get(target);
+      ASSERT_TRUE(client->ReadResponse()) << target << " " << c.reason;
+      EXPECT_EQ(client->status(), static_cast<unsigned>(c.error.code));
+      nlohmann::json status = client->BodyJson();
+      EXPECT_EQ(status["kind"], "Status");
+      EXPECT_EQ(status["reason"], c.reason);
+      EXPECT_EQ(status["code"], c.error.code);
+      EXPECT_EQ(status["message"], c.error.message);
+      if (c.error.code == 504) {
+        EXPECT_EQ(status["details"]["causes"][0]["reason"],
+                  "ResourceVersionTooLarge");
+        EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
+      }
+    }
+  }
+  // Refused before the state source is asked.
+  size_t asked = state_.handoffs().size();
+  for (const char* target :
+       {"/walwatch/v1/handoff", "/walwatch/v1/handoff?snapshot=9:1:",
+        "/walwatch/v1/handoff?snapshot=1:2:&insertLSN=16B3748"}) {
+    client->Get(target);
+    ASSERT_TRUE(client->ReadResponse()) << target;
+    EXPECT_EQ(client->status(), 400u) << target;
+  }
+  EXPECT_EQ(state_.handoffs().size(), asked);
+}
+
+// ---------------------------------------------------------------------------
+// Slow watchers and metrics
+
+TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
+  options_.max_backlog_bytes = 64 * 1024;
+  Metrics metrics;
+  options_.metrics = &metrics;
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client->ReadHeader());
+  // Far more than the socket buffers and the bound, while the client does
+  // not read; the log (8 MiB) keeps all of it.
+  std::string padding(4000, 'x');
+  std::vector<EventPtr> events;
+  for (int i = 0; i < 400; ++i) {
+    events.push_back(AppendPod(101 + i, "pod-" + std::to_string(i) + padding));
+  }
+  size_t received = 0;
+  std::optional<std::string> line;
+  while ((line = client->ReadLine())) {
+    if (ParseLine(*line).type == "ERROR") break;
+    ASSERT_LT(received, events.size());
+    ASSERT_EQ(*line, Line(events[received])) << "event skipped";
+    ++received;
+  }
+  ASSERT_TRUE(line);
+  EXPECT_LT(received, events.size());
+  nlohmann::json error = nlohmann::json::parse(*line);
+  EXPECT_EQ(error["type"], "ERROR");
+  EXPECT_EQ(error["object"]["code"], 410);
+  EXPECT_EQ(error["object"]["reason"], "Expired");
+  std::string message = error["object"]["message"];
+  EXPECT_NE(message.find("fell too far behind"), std::string::npos) << message;
+  EXPECT_NE(message.find("(limit 65536); relist"), std::string::npos)
+      << message;
+  EXPECT_EQ(client->ReadLine(), std::nullopt);
+  EXPECT_TRUE(client->body_done());
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(),
+                  "walwatch_watchers_terminated_total{reason=\"backlog\"}") ==
+           1;
+  }));
+}
+
+TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
+  Metrics metrics;
+  options_.metrics = &metrics;
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1");
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(),
+                  "walwatch_watchers{group=\"\",resource=\"pods\",version="
+                  "\"v1\"}") == 1;
+  }));
+  EventPtr a = AppendPod(110, "a");
+  EXPECT_EQ(client->ReadLine(), Line(a));
+  EventSpec modified{"a"};
+  modified.type = EventType::kModified;
+  EventPtr a2 = AppendTxn(120, {modified}).front();
+  EXPECT_EQ(client->ReadLine(), Line(a2));
+  EXPECT_EQ(ParseLine(*client->ReadLine()).type, "BOOKMARK");
+  EXPECT_EQ(client->ReadLine(), std::nullopt);
+
+  auto closing = Connect();
+  closing->Get("/api/v1/pods?watch=1&resourceVersion=120");
+  ASSERT_TRUE(closing->ReadHeader());
+  auto expiring = Connect();
+  expiring->Get("/api/v1/pods?watch=1&resourceVersion=120");
+  ASSERT_TRUE(expiring->ReadHeader());
+  closing->Close();
+  // Noticed before the barrier, or the barrier would end it first.
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(), "walwatch_watchers_terminated_total{"
+                                    "reason=\"client_closed\"}") == 1;
+  }));
+  log_.AppendBarrier(200);
+  EXPECT_EQ(ParseLine(*expiring->ReadLine()).type, "ERROR");
+  auto too_old = Connect();
+  too_old->Get("/api/v1/pods?watch=1&resourceVersion=150");
+  ASSERT_TRUE(too_old->ReadHeader());
+  EXPECT_EQ(ParseLine(*too_old->ReadLine()).type, "ERROR");
+
+  std::string scrape;
+  EXPECT_TRUE(WaitFor([&] {
+    scrape = metrics.Scrape();
+    return Sample(scrape,
+                  "walwatch_watchers{group=\"\",resource=\"pods\",version="
+                  "\"v1\"}") == 0;
+  })) << scrape;
+  EXPECT_EQ(Sample(scrape,
+                   "walwatch_watchers_terminated_total{reason=\"timeout\"}"),
+            1);
+  EXPECT_EQ(
+      Sample(scrape,
+             "walwatch_watchers_terminated_total{reason=\"client_closed\"}"),
+      1);
+  EXPECT_EQ(Sample(scrape,
+                   "walwatch_watchers_terminated_total{reason=\"barrier\"}"),
+            1);
+  EXPECT_EQ(Sample(scrape,
+                   "walwatch_watchers_terminated_total{reason=\"expired\"}"),
+            1);
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"ADDED\"}"), 1);
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"MODIFIED\"}"),
+            1);
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"BOOKMARK\"}"),
+            1);
+  EXPECT_EQ(Sample(scrape, "walwatch_commit_to_write_seconds_count"), 2);
 }
 
 TEST_F(HttpServerTest, StartReplacesAStaleSocketAndSetsItsMode) {

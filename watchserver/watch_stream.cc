@@ -1,0 +1,619 @@
+// WatchSession: the watch. Where it starts (resourceVersion rules), the
+// initial state, the live stream from the EventLog, bookmarks, and how it
+// ends. schema/PROTOCOL.md is the contract this implements.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/write.hpp>
+#include <random>
+#include <utility>
+
+#include "watchserver/event_log.h"
+#include "watchserver/logging.h"
+#include "watchserver/resource_catalog.h"
+#include "watchserver/watch_session.h"
+
+namespace walwatch {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+// Events taken from the log per Read, before filtering.
+constexpr size_t kEventsPerRead = 256;
+// Batches taken from the state stream per turn on the strand when none of
+// them matches the watch's selectors; then the strand is yielded.
+constexpr int kStateBatchesPerTurn = 64;
+// Longest timeoutSeconds honoured as given; steady_clock must not overflow.
+constexpr int64_t kMaxTimeoutSeconds = int64_t{365} * 24 * 3600;
+
+std::mt19937& Rng() {
+  thread_local std::mt19937 rng{std::random_device{}()};
+  return rng;
+}
+
+std::chrono::seconds StreamTimeout(const WatchRequest& watch) {
+  if (watch.timeout_seconds && *watch.timeout_seconds > 0) {
+    return std::chrono::seconds(
+        std::min(*watch.timeout_seconds, kMaxTimeoutSeconds));
+  }
+  // As the apiserver: a random timeout between 30 and 60 minutes, so that
+  // watches opened together do not all end together.
+  return std::chrono::seconds(
+      std::uniform_int_distribution<int>(30 * 60, 60 * 60 - 1)(Rng()));
+}
+
+// The bookmark interval shortened by up to 5% at random.
+std::chrono::milliseconds BookmarkDelay(std::chrono::milliseconds interval) {
+  int64_t jitter = std::uniform_int_distribution<int64_t>(
+      0, std::max<int64_t>(0, interval.count() / 20))(Rng());
+  return std::chrono::milliseconds(
+      std::max<int64_t>(1, interval.count() - jitter));
+}
+
+int64_t NowUnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Moves events from `from` (starting at *next) into a batch of at most
+// `max_bytes` of wire (at least one event).
+std::vector<EventPtr> TakeWriteBatch(const std::vector<EventPtr>& from,
+                                     size_t* next, size_t max_bytes) {
+  std::vector<EventPtr> batch;
+  size_t bytes = 0;
+  while (*next < from.size()) {
+    const EventPtr& event = from[*next];
+    if (!batch.empty() && bytes + event->wire.size() > max_bytes) break;
+    bytes += event->wire.size();
+    batch.push_back(event);
+    ++*next;
+  }
+  return batch;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Where a watch starts
+
+void WatchSession::StartWatch() {
+  std::optional<std::string> kind = context_->catalog.Kind(
+      GroupVersionResource{watch_.group, watch_.version, watch_.resource});
+  if (!kind) return SendStatus(NotFoundStatus(), keep_alive_);
+  // Selectors are compiled once per watch; every event is matched against
+  // the fields its Event carries.
+  std::string error = WatchFilter::Create(watch_, &filter_);
+  if (!error.empty()) {
+    return SendStatus({400, "BadRequest", error, std::nullopt}, keep_alive_);
+  }
+  if (shutdown_requested_) {
+    return SendStatus(ServiceUnavailableStatus("walwatch is shutting down"),
+                      /*keep_alive=*/false);
+  }
+  kind_ = *kind;
+  api_version_ = ApiVersion(watch_.group, watch_.version);
+  barriers_at_start_ = context_->log.GetStats().barriers;
+
+  EventLog& log = context_->log;
+  const std::optional<uint64_t>& rv = watch_.resource_version;
+  if (watch_.send_initial_events == true) {
+    // WatchList: the state at least as new as rv, an end bookmark, then
+    // live events.
+    if (rv && *rv > log.current_rv()) return WaitForResourceVersion(*rv);
+    return StartInitialState();
+  }
+  if (watch_.send_initial_events == false) {
+    // As the apiserver: unset means "from the most recent", which the
+    // database decides; "0" means "from any", so from what walwatch has.
+    if (!rv) return AskStateSource(Awaiting::kWatchStartRv, nullptr);
+    if (*rv == 0) return StartStreamAfter(log.current_rv());
+  } else if (!rv || *rv == 0) {
+    return StartInitialState();
+  }
+  if (*rv > log.current_rv()) return WaitForResourceVersion(*rv);
+  StartStreamAfter(*rv);
+}
+
+void WatchSession::WaitForResourceVersion(uint64_t rv) {
+  phase_ = Phase::kWaitingForRv;
+  ArmDeadline(context_->options.too_large_rv_wait);
+  std::weak_ptr<WatchSession> weak = weak_from_this();
+  // Runs on the replication thread (or here, if rv is already reached):
+  // only hand over to the strand. The deadline keeps the session alive.
+  rv_wait_id_ = context_->log.WaitForRv(rv, [weak] {
+    if (std::shared_ptr<WatchSession> self = weak.lock()) {
+      net::any_io_executor strand = self->strand_;
+      net::post(strand, [self = std::move(self)] {
+        self->Guarded("resourceVersion reached",
+                      [&] { self->OnResourceVersionReached(); });
+      });
+    }
+  });
+}
+
+void WatchSession::OnResourceVersionReached() {
+  if (phase_ != Phase::kWaitingForRv) return;
+  rv_wait_id_ = 0;  // it fired
+  deadline_.cancel();
+  ResourceVersionReached();
+}
+
+void WatchSession::ResourceVersionReached() {
+  if (watch_.send_initial_events == true) return StartInitialState();
+  StartStreamAfter(*watch_.resource_version);
+}
+
+void WatchSession::StartStreamAfter(uint64_t rv) {
+  EventLog& log = context_->log;
+  EventLog::SeekResult seek = log.Seek(rv);
+  if (seek.status == EventLog::SeekStatus::kExpired) {
+    return StartStream(log.tail_seq(), rv, ExpiredStatus(rv, log.floor_rv()));
+  }
+  StartStream(seek.seq, rv, std::nullopt);
+}
+
+void WatchSession::StartStream(uint64_t seq, uint64_t from_rv,
+                               std::optional<K8sStatus> first_error) {
+  seq_ = seq;
+  last_rv_ = from_rv;
+  first_error_ = std::move(first_error);
+  WriteStreamHeader();
+  LogDebug("watch started", {{"group", watch_.group},
+                             {"version", watch_.version},
+                             {"resource", watch_.resource},
+                             {"cluster", watch_.cluster},
+                             {"namespace", watch_.ns},
+                             {"from_rv", from_rv}});
+}
+
+void WatchSession::WriteStreamHeader() {
+  phase_ = Phase::kStreaming;
+  awaiting_ = Awaiting::kNothing;
+
+  stream_head_ = {};
+  stream_head_.result(http::status::ok);
+  stream_head_.version(11);
+  stream_head_.set(http::field::content_type, "application/json");
+  stream_head_.set(http::field::cache_control, "no-cache, private");
+  // The connection ends with the stream.
+  stream_head_.keep_alive(false);
+  stream_head_.chunked(true);
+  serializer_.emplace(stream_head_);
+
+  // timeoutSeconds counts from here, the start of the stream.
+  ArmDeadline(StreamTimeout(watch_));
+  if (Metrics* metrics = context_->options.metrics) {
+    metrics->WatchStarted(watch_.group, watch_.version, watch_.resource);
+    watch_counted_ = true;
+  }
+  BeginWrite();
+  http::async_write_header(socket_, *serializer_,
+                           Bind(&WatchSession::OnWriteHeader));
+  // A read stays pending for the whole stream: it completes when the client
+  // goes away, which is how an idle watch notices.
+  if (!reading_for_disconnect_) DoReadForDisconnect();
+}
+
+void WatchSession::OnWriteHeader(ErrorCode ec, size_t /*bytes*/) {
+  EndWrite();
+  if (phase_ != Phase::kStreaming) return;
+  if (ec) {
+    SetEndReason(WatchEndReason::kClientClosed);
+    return Close();
+  }
+  if (first_error_) {
+    K8sStatus status = std::move(*first_error_);
+    first_error_.reset();
+    return WriteErrorAndEnd(status, ExpiryReason());
+  }
+  if (!initial_) ArmBookmarkTimer();
+  Pump();
+}
+
+// ---------------------------------------------------------------------------
+// The initial state
+
+void WatchSession::StartInitialState() {
+  StateSource* state = context_->options.state;
+  if (state == nullptr) {
+    return SendStatus(
+        ServiceUnavailableStatus(
+            "walwatch runs without a state source: it cannot send initial "
+            "events; watch from a resourceVersion"),
+        keep_alive_);
+  }
+  phase_ = Phase::kWaitingForState;
+  awaiting_ = Awaiting::kInitialState;
+  ++answer_token_;
+  ArmDeadline(kStateAnswerTimeout);
+  state_stream_ = std::make_shared<InitialStateStream>(
+      context_->options.max_initial_state_queue_bytes);
+  state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
+                              watch_.cluster, watch_.ns},
+                   state_stream_);
+  // Notice a client that gives up while the state is read.
+  DoReadForDisconnect();
+  PollStateBeforeReady();
+}
+
+std::function<void()> WatchSession::StateWake() {
+  std::weak_ptr<WatchSession> weak = weak_from_this();
+  // Runs on the state reader's thread: only hand over to the strand.
+  return [weak] {
+    if (std::shared_ptr<WatchSession> self = weak.lock()) {
+      net::any_io_executor strand = self->strand_;
+      net::post(strand, [self = std::move(self)] {
+        self->Guarded("initial state", [&] { self->OnStateWake(); });
+      });
+    }
+  };
+}
+
+void WatchSession::OnStateWake() {
+  if (phase_ == Phase::kWaitingForState &&
+      awaiting_ == Awaiting::kInitialState) {
+    PollStateBeforeReady();
+  } else if (phase_ == Phase::kStreaming && initial_) {
+    Pump();
+  }
+}
+
+void WatchSession::PollStateBeforeReady() {
+  if (!state_stream_) return;
+  std::vector<EventPtr> taken;
+  InitialStateStream::Taken t = state_stream_->Take(&taken, StateWake());
+  if (!t.failed && !t.ready && (!taken.empty() || t.finished)) {
+    t.failed = true;
+    t.error = {500, "InternalError",
+               "the state reader sent events before their resourceVersion"};
+  }
+  if (t.failed) {
+    // Nothing is written yet: the failure is the answer.
+    return GiveUpWaitingForState(
+        StateErrorStatus(t.error.code, t.error.reason, t.error.message));
+  }
+  if (!t.ready) return;  // the wake is armed
+  deadline_.cancel();
+  ++answer_token_;
+  initial_ = true;
+  initial_rv_ = t.rv;
+  initial_done_ = t.finished;
+  initial_pending_.clear();
+  initial_sent_ = 0;
+  for (EventPtr& event : taken) {
+    if (!event->wire.empty() && filter_.Matches(*event)) {
+      initial_pending_.push_back(std::move(event));
+    }
+  }
+  // The RV of the state is known: the stream can begin.
+  StartStream(/*seq=*/0, initial_rv_, std::nullopt);
+}
+
+void WatchSession::PumpInitialState() {
+  const size_t max_bytes = context_->options.max_write_bytes;
+  if (initial_sent_ < initial_pending_.size()) {
+    return WriteEvents(
+        TakeWriteBatch(initial_pending_, &initial_sent_, max_bytes),
+        /*live=*/false);
+  }
+  initial_pending_.clear();
+  initial_sent_ = 0;
+  if (!initial_done_) {
+    for (int i = 0; i < kStateBatchesPerTurn; ++i) {
+      std::vector<EventPtr> taken;
+      InitialStateStream::Taken t = state_stream_->Take(&taken, StateWake());
+      if (t.failed) {
+        initial_pending_.clear();
+        return WriteErrorAndEnd(
+            K8sStatus{500, "InternalError",
+                      "reading the initial state failed: " + t.error.message,
+                      std::nullopt},
+            WatchEndReason::kError);
+      }
+      for (EventPtr& event : taken) {
+        if (!event->wire.empty() && filter_.Matches(*event)) {
+          initial_pending_.push_back(std::move(event));
+        }
+      }
+      if (t.finished) {
+        initial_done_ = true;
+        break;
+      }
+      if (taken.empty()) return;  // nothing new: the wake is armed
+      if (!initial_pending_.empty()) break;
+    }
+    if (!initial_pending_.empty()) {
+      return WriteEvents(
+          TakeWriteBatch(initial_pending_, &initial_sent_, max_bytes),
+          /*live=*/false);
+    }
+    if (!initial_done_) {
+      // Batch after batch matched nothing: yield the thread.
+      net::post(strand_, Bind(&WatchSession::Pump));
+      return;
+    }
+  }
+  FinishInitialState();
+}
+
+void WatchSession::FinishInitialState() {
+  initial_ = false;
+  state_stream_.reset();  // finished: nothing left to cancel
+  // The live stream continues exactly after the state's RV.
+  EventLog& log = context_->log;
+  EventLog::SeekResult seek = log.Seek(initial_rv_);
+  if (seek.status == EventLog::SeekStatus::kExpired) {
+    return WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.floor_rv()),
+                            ExpiryReason());
+  }
+  seq_ = seek.seq;
+  last_rv_ = std::max(last_rv_, initial_rv_);
+  if (watch_.send_initial_events == true) {
+    go_live_after_write_ = true;
+    return WriteBookmark(initial_rv_, /*initial_events_end=*/true);
+  }
+  ArmBookmarkTimer();
+  Pump();
+}
+
+// ---------------------------------------------------------------------------
+// Streaming
+
+void WatchSession::Pump() {
+  if (phase_ != Phase::kStreaming || write_in_flight_ || ending_) return;
+  if (finish_requested_) return FinishStream();
+  if (initial_) return PumpInitialState();
+
+  EventLog& log = context_->log;
+  if (bookmark_due_) {
+    bookmark_due_ = false;
+    // Everything before seq_ has been sent or filtered out: resuming from
+    // this RV continues exactly here. 0: the cursor fell out of the log, and
+    // the read below says so.
+    uint64_t rv = log.ResumeRvAt(seq_);
+    if (rv != 0) {
+      bookmark_rearm_ = true;
+      return WriteBookmark(std::max(rv, last_rv_), false);
+    }
+    ArmBookmarkTimer();
+  }
+
+  read_batch_.clear();
+  if (log.Read(seq_, kEventsPerRead, &read_batch_) ==
+      EventLog::ReadStatus::kExpired) {
+    read_batch_.clear();
+    return WriteErrorAndEnd(ExpiredStatus(last_rv_, log.floor_rv()),
+                            ExpiryReason());
+  }
+  if (read_batch_.empty()) return WaitForLog();
+  const uint64_t backlog = log.BacklogBytes(seq_);
+  if (backlog > context_->options.max_backlog_bytes) {
+    read_batch_.clear();
+    return WriteErrorAndEnd(
+        BacklogStatus(backlog, context_->options.max_backlog_bytes),
+        WatchEndReason::kBacklog);
+  }
+
+  // Take matching events up to max_write_bytes (at least one); the cursor
+  // moves past every event looked at, matching or not.
+  const size_t max_bytes = context_->options.max_write_bytes;
+  std::vector<EventPtr> matching;
+  size_t bytes = 0;
+  size_t consumed = 0;
+  for (EventPtr& event : read_batch_) {
+    // An empty chunk would read as the final one; such an event is a bug
+    // upstream, never something to send.
+    if (!event->wire.empty() && filter_.Matches(*event)) {
+      if (!matching.empty() && bytes + event->wire.size() > max_bytes) break;
+      bytes += event->wire.size();
+      matching.push_back(std::move(event));
+    }
+    ++consumed;
+  }
+  const bool full_batch = read_batch_.size() == kEventsPerRead;
+  seq_ += consumed;
+  read_batch_.clear();
+
+  if (!matching.empty()) return WriteEvents(std::move(matching), true);
+  if (full_batch) {
+    // Nothing for this watch in a whole batch: yield the thread before the
+    // next one so that one watch cannot hold it through a long backlog.
+    net::post(strand_, Bind(&WatchSession::Pump));
+    return;
+  }
+  WaitForLog();
+}
+
+void WatchSession::WaitForLog() {
+  if (waiting_for_log_) return;
+  waiting_for_log_ = true;
+  std::weak_ptr<WatchSession> weak = weak_from_this();
+  // Runs on the appending thread: only hand over to the strand. The log
+  // holds nothing but the weak_ptr, so a session that ends is freed at once;
+  // the strong reference taken here moves into the posted handler.
+  context_->log.WaitForAppend(seq_, [weak] {
+    if (std::shared_ptr<WatchSession> self = weak.lock()) {
+      net::any_io_executor strand = self->strand_;
+      net::post(strand, [self = std::move(self)] {
+        self->Guarded("log append", [&] { self->OnLogAppend(); });
+      });
+    }
+  });
+}
+
+void WatchSession::OnLogAppend() {
+  waiting_for_log_ = false;
+  if (phase_ == Phase::kStreaming) Pump();
+}
+
+void WatchSession::WriteEvents(std::vector<EventPtr> events, bool live) {
+  events_in_flight_ = std::move(events);
+  live_in_flight_ = live;
+  std::vector<net::const_buffer> buffers;
+  buffers.reserve(events_in_flight_.size());
+  for (const EventPtr& event : events_in_flight_) {
+    buffers.push_back(net::buffer(event->wire));
+  }
+  last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
+  BeginWrite();
+  // One chunk, gathered from the shared wire bytes; nothing is copied.
+  net::async_write(socket_, http::make_chunk(buffers),
+                   Bind(&WatchSession::OnWriteEvents));
+}
+
+void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
+  EndWrite();
+  if (phase_ != Phase::kStreaming) {
+    events_in_flight_.clear();
+    return;
+  }
+  if (ec) {
+    events_in_flight_.clear();
+    SetEndReason(WatchEndReason::kClientClosed);
+    return Close();
+  }
+  if (Metrics* metrics = context_->options.metrics) {
+    uint64_t by_type[3] = {0, 0, 0};
+    for (const EventPtr& event : events_in_flight_) {
+      ++by_type[static_cast<size_t>(event->type) % 3];
+    }
+    for (EventType type :
+         {EventType::kAdded, EventType::kModified, EventType::kDeleted}) {
+      uint64_t n = by_type[static_cast<size_t>(type)];
+      if (n != 0) metrics->EventsSent(type, n);
+    }
+    int64_t committed = events_in_flight_.front()->commit_time_us;
+    if (live_in_flight_ && committed > 0) {
+      metrics->ObserveCommitToWrite(
+          std::max<int64_t>(0, NowUnixMicros() - committed) / 1e6);
+    }
+  }
+  events_in_flight_.clear();
+  Pump();
+}
+
+void WatchSession::ArmBookmarkTimer() {
+  const std::chrono::milliseconds interval =
+      context_->options.bookmark_interval;
+  if (!watch_.allow_watch_bookmarks || interval.count() <= 0) return;
+  bookmark_timer_.expires_after(BookmarkDelay(interval));
+  bookmark_timer_.async_wait(Bind(&WatchSession::OnBookmarkTimer));
+}
+
+void WatchSession::OnBookmarkTimer(ErrorCode ec) {
+  if (ec == net::error::operation_aborted) return;
+  if (phase_ != Phase::kStreaming) return;
+  bookmark_due_ = true;
+  Pump();
+}
+
+void WatchSession::WriteBookmark(uint64_t rv, bool initial_events_end) {
+  bookmark_line_ = BookmarkEventLine(kind_, api_version_, rv,
+                                     initial_events_end);
+  last_rv_ = std::max(last_rv_, rv);
+  BeginWrite();
+  net::async_write(socket_, http::make_chunk(net::buffer(bookmark_line_)),
+                   Bind(&WatchSession::OnWriteBookmark));
+}
+
+void WatchSession::OnWriteBookmark(ErrorCode ec, size_t /*bytes*/) {
+  EndWrite();
+  if (phase_ != Phase::kStreaming) return;
+  if (ec) {
+    SetEndReason(WatchEndReason::kClientClosed);
+    return Close();
+  }
+  if (Metrics* metrics = context_->options.metrics) metrics->BookmarksSent(1);
+  if (go_live_after_write_ || bookmark_rearm_) {
+    go_live_after_write_ = false;
+    bookmark_rearm_ = false;
+    ArmBookmarkTimer();
+  }
+  Pump();
+}
+
+void WatchSession::FinishStream() {
+  // A last bookmark, so that the client resumes from the newest RV rather
+  // than from its last event's. Not during the initial state: its RV would
+  // claim events the client has not received.
+  if (!initial_ && watch_.allow_watch_bookmarks && !final_bookmark_sent_) {
+    final_bookmark_sent_ = true;
+    uint64_t rv = context_->log.ResumeRvAt(seq_);
+    if (rv != 0) {
+      bookmark_rearm_ = false;
+      return WriteBookmark(std::max(rv, last_rv_), false);
+    }
+  }
+  WriteFinalChunk();
+}
+
+void WatchSession::WriteErrorAndEnd(const K8sStatus& status,
+                                    WatchEndReason reason) {
+  SetEndReason(reason);
+  ending_ = true;
+  LogInfo("watch ended with an error event",
+          {{"code", status.code},
+           {"reason", WatchEndReasonName(reason)},
+           {"message", status.message}});
+  error_line_ = WatchErrorEventLine(status);
+  BeginWrite();
+  net::async_write(socket_, http::make_chunk(net::buffer(error_line_)),
+                   Bind(&WatchSession::OnWriteError));
+}
+
+void WatchSession::OnWriteError(ErrorCode ec, size_t /*bytes*/) {
+  EndWrite();
+  if (phase_ != Phase::kStreaming) return;
+  if (ec) return Close();
+  WriteFinalChunk();
+}
+
+void WatchSession::WriteFinalChunk() {
+  ending_ = true;
+  BeginWrite();
+  net::async_write(socket_, http::make_chunk_last(),
+                   Bind(&WatchSession::OnWriteFinalChunk));
+}
+
+void WatchSession::OnWriteFinalChunk(ErrorCode ec, size_t /*bytes*/) {
+  EndWrite();
+  if (phase_ != Phase::kStreaming) return;
+  ErrorCode ignored;
+  socket_.shutdown(Socket::shutdown_send, ignored);
+  Close();
+}
+
+void WatchSession::DoReadForDisconnect() {
+  reading_for_disconnect_ = true;
+  socket_.async_read_some(net::buffer(discard_),
+                          Bind(&WatchSession::OnReadForDisconnect));
+}
+
+void WatchSession::OnReadForDisconnect(ErrorCode ec, size_t /*bytes*/) {
+  reading_for_disconnect_ = false;
+  // Closed, or a Status is being written whose end closes the connection.
+  if (phase_ == Phase::kClosed || phase_ == Phase::kResponding) return;
+  if (ec) {
+    LogDebug("watch client went away", {{"error", ec.message()}});
+    SetEndReason(WatchEndReason::kClientClosed);
+    return Close();
+  }
+  DoReadForDisconnect();  // a client has nothing to say mid-stream; drop it
+}
+
+void WatchSession::SetEndReason(WatchEndReason reason) {
+  if (!end_reason_) end_reason_ = reason;
+}
+
+WatchEndReason WatchSession::ExpiryReason() const {
+  return context_->log.GetStats().barriers != barriers_at_start_
+             ? WatchEndReason::kBarrier
+             : WatchEndReason::kExpired;
+}
+
+}  // namespace walwatch
