@@ -4,10 +4,11 @@
 #   make test   deps, build, throwaway PostgreSQL, ctest (tests/tools/run-tests.sh)
 #   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
+#   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all run test bench package clean deps
+.PHONY: all run test bench package clean deps fuzz
 
 all:
 	@cmake -S . -B $(BUILD_DIR) || { echo "cmake failed; missing packages? try: make deps" >&2; exit 1; }
@@ -21,6 +22,9 @@ test:
 
 bench:
 	tests/bench/run-bench.sh
+
+fuzz:
+	tests/fuzz/run-fuzz.sh
 
 # A .deb (CPack) with the binary, the systemd unit and the schema SQL.
 package:
