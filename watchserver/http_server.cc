@@ -95,9 +95,36 @@ class Listener : public std::enable_shared_from_this<Listener> {
       // Events are written whole; do not hold the last segment back.
       boost::system::error_code ignored;
       socket.set_option(net::ip::tcp::no_delay(true), ignored);
+    } else if (!PeerAllowed(socket)) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      DoAccept();
+      return;
     }
     std::make_shared<WatchSession>(std::move(socket), context_)->Start();
     DoAccept();
+  }
+
+  // The Unix socket's allow-list (HttpServerOptions::peers), by the peer's
+  // credentials as the kernel gives them (SO_PEERCRED).
+  bool PeerAllowed(WatchSession::Socket& socket) const {
+    const PeerPolicy& peers = context_->options.peers;
+    if (!peers.restricted()) return true;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string error;
+    if (!PeerCredentials(socket.native_handle(), &pid, &uid, &gid, &error)) {
+      LogWarn("refusing a connection whose peer is unknown",
+              {{"error", error}});
+      return false;
+    }
+    if (peers.Allows(uid, gid)) return true;
+    LogWarn("refusing a connection from a peer not on the allow-list",
+            {{"pid", static_cast<int64_t>(pid)},
+             {"uid", static_cast<uint64_t>(uid)},
+             {"gid", static_cast<uint64_t>(gid)}});
+    return false;
   }
 
   net::io_context& io_;
@@ -240,6 +267,12 @@ std::string HttpServer::Start() {
   if (!options.tcp_listen.empty()) {
     std::string error = ParseLoopback(options.tcp_listen, &tcp_endpoint);
     if (!error.empty()) return error;
+    if (options.peers.restricted()) {
+      // TCP carries no peer credentials: it would bypass the allow-list.
+      return "tcp_listen cannot be combined with a peer allow-list "
+             "(allow-uids/allow-gids): TCP connections carry no peer "
+             "credentials";
+    }
   }
   if (std::string error = RemoveStaleSocket(path); !error.empty()) {
     return error;

@@ -1655,6 +1655,36 @@ TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   EXPECT_EQ(Sample(scrape, "walwatch_commit_to_write_seconds_count"), 2);
 }
 
+// ---------------------------------------------------------------------------
+// Peer allow-list
+
+TEST_F(HttpServerTest, PeerAllowListAdmitsAListedGroup) {
+  options_.peers.uids = {getuid() + 1};  // not us
+  options_.peers.gids = {getgid()};      // but our group
+  StartServer();
+  auto client = Connect();
+  client->Get("/healthz");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 200u);
+}
+
+TEST_F(HttpServerTest, PeerAllowListRefusesOthers) {
+  options_.peers.uids = {getuid() + 1};
+  options_.peers.gids = {getgid() + 1};
+  StartServer();
+  auto client = Connect();  // accepted by the kernel, closed at once
+  client->Get("/healthz");
+  EXPECT_FALSE(client->ReadResponse());
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+}
+
+TEST_F(HttpServerTest, PeerAllowListRefusesTcp) {
+  options_.peers.uids = {getuid()};
+  options_.tcp_listen = "127.0.0.1:0";
+  HttpServer server(io_, log_, catalog_, options_, nullptr);
+  EXPECT_NE(server.Start().find("peer allow-list"), std::string::npos);
+}
+
 TEST_F(HttpServerTest, StartReplacesAStaleSocketAndSetsItsMode) {
   {
     // A socket file left behind by a process that is gone.
