@@ -19,6 +19,7 @@
 #   FUZZ_RUNS=1000000   executions per target
 #   FUZZ_JOBS=2         parallel compiles
 #   FUZZ_CXX=clang++-14
+#   FUZZ_MARCH=haswell  as the release build (CMakeLists.txt WALWATCH_MARCH)
 # Needs clang and libclang-rt-14-dev (tests/tools/install-deps.sh).
 #
 # A finding: libFuzzer prints the stack and writes the input to
@@ -89,15 +90,27 @@ if [[ ! -f "$OUT/generated/schema/default_mapping.h" ]] ||
   printf '%s\n' "$generated" >"$OUT/generated/schema/default_mapping.h"
 fi
 
+# -march as CMakeLists.txt's WALWATCH_MARCH: simdjson's On-Demand parser is
+# inline and picks its kernel at compile time, so this fuzzes the kernel
+# the release build runs (haswell: AVX2, BMI, PCLMULQDQ).
 CXXFLAGS=("-fsanitize=fuzzer,address,undefined" -fno-sanitize-recover=undefined
-          -g -O1 -std=c++17 -march=x86-64-v3
+          -g -O1 -std=c++17 "-march=${FUZZ_MARCH:-haswell}"
           -Wall -Wextra -Wno-unused-parameter
           -I. -I"$OUT/generated")
 
-# Rebuilds a target when it is missing or older than any source or header.
+# The compile command of a target, recorded next to its binary.
+command_of() {
+  local t=$1
+  echo "$CXX ${CXXFLAGS[*]} ${SOURCES[$t]} ${FLAGS[$t]}"
+}
+
+# Rebuilds a target when it is missing, was built with another command, or
+# is older than any source or header.
 needs_build() {
-  local bin=$1
+  local t=$1
+  local bin="$OUT/${t}_fuzz"
   [[ ! -x "$bin" ]] && return 0
+  [[ "$(cat "$bin.cmd" 2>/dev/null)" != "$(command_of "$t")" ]] && return 0
   [[ -n "$(find cdc watchserver schema tests/fuzz "$OUT/generated" \
              \( -name '*.cc' -o -name '*.h' \) -newer "$bin" -print -quit)" ]]
 }
@@ -108,6 +121,7 @@ build() {
   # shellcheck disable=SC2086  # word splitting of the lists is intended
   if "$CXX" "${CXXFLAGS[@]}" -o "$bin" ${SOURCES[$t]} ${FLAGS[$t]} \
       >"$OUT/build-$t.log" 2>&1; then
+    command_of "$t" >"$bin.cmd"
     echo "run-fuzz: built $bin"
   else
     cat "$OUT/build-$t.log" >&2
@@ -120,7 +134,7 @@ build() {
 failed=0
 pending=()
 for t in "${TARGETS[@]}"; do
-  needs_build "$OUT/${t}_fuzz" && pending+=("$t")
+  needs_build "$t" && pending+=("$t")
 done
 for ((i = 0; i < ${#pending[@]}; i += JOBS)); do
   pids=()
