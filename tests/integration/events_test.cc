@@ -283,7 +283,7 @@ TEST_F(EventsTest, WatchSeesOnlyItsResourceNamespaceAndCluster) {
   }
 }
 
-TEST_F(EventsTest, UnsetResourceVersionStartsFromNow) {
+TEST_F(EventsTest, FreshResourceVersionStartsFromNow) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
   WatchClient first;
@@ -297,8 +297,8 @@ TEST_F(EventsTest, UnsetResourceVersionStartsFromNow) {
   ASSERT_TRUE(OpenWatch(later, *ww, "/api/v1/pods"));
   InsertRow(db(), Pod("c1", "default", "after"));
   ASSERT_TRUE(later.NextEvent(&e, In(kEventWait)));
-  EXPECT_EQ(e.name(), "after") << "a watch without resourceVersion got an "
-                                  "event from before it started: " << e.raw;
+  EXPECT_EQ(e.name(), "after") << "a watch from a fresh RV got an event "
+                                  "from before it started: " << e.raw;
 }
 
 TEST_F(EventsTest, UnknownResourceIs404AndBadResourceVersionIs400) {
@@ -335,7 +335,8 @@ TEST_F(EventsTest, TimeoutSecondsEndsTheStreamCleanly) {
   ASSERT_NE(ww, nullptr);
   WatchClient watch;
   ASSERT_TRUE(watch.Open(ww->socket_path(),
-                         "/api/v1/pods?watch=1&timeoutSeconds=1",
+                         "/api/v1/pods?watch=1&timeoutSeconds=1&"
+                         "resourceVersion=" + std::to_string(FreshRv(*ww)),
                          In(kEventWait)));
   ASSERT_EQ(watch.status(), 200) << watch.body();
   InsertRow(db(), Pod("c1", "default", "p1"));

@@ -304,11 +304,29 @@ class WalwatchTest : public PgDatabaseTest {
 
   CommitObserver& observer() { return *observer_; }
 
-  // Opens a watch and checks the streaming response header.
+  // GET /walwatch/v1/freshrv: an RV at least as new as the database now.
+  // 0 (and a test failure) if walwatch does not answer.
+  uint64_t FreshRv(const WalwatchProcess& walwatch) {
+    HttpResponse r =
+        HttpGet(walwatch.socket_path(), "/walwatch/v1/freshrv", In(kEventWait));
+    auto doc = nlohmann::json::parse(r.body, nullptr, false);
+    if (!r.ok || r.status != 200 || !doc.is_object() ||
+        !doc.contains("resourceVersion")) {
+      ADD_FAILURE() << "GET /walwatch/v1/freshrv: HTTP " << r.status << " "
+                    << r.error << r.body;
+      return 0;
+    }
+    return std::stoull(doc["resourceVersion"].get<std::string>());
+  }
+
+  // Opens a watch and checks the streaming response header. Without `rv`
+  // the watch starts from now (a fresh RV), not from the initial state that
+  // an unset resourceVersion asks for (watch_semantics_test covers that).
   ::testing::AssertionResult OpenWatch(WatchClient& watch,
                                        const WalwatchProcess& walwatch,
                                        const std::string& path,
                                        std::optional<uint64_t> rv = {}) {
+    if (!rv) rv = FreshRv(walwatch);
     auto r = watch.Open(walwatch.socket_path(), WatchTarget(path, rv),
                         In(kEventWait));
     if (!r) return r;
