@@ -221,6 +221,14 @@ void EventBuilder::Impl::AppendWire(const Pending& p, uint64_t rv,
   }
   wire->append(obj, pos, std::string::npos);
   wire->append("}\n");
+  // A json (not jsonb) column keeps the writer's whitespace, which may hold
+  // line breaks; outside strings (where JSON forbids raw control characters)
+  // they are only whitespace, and a watch event must be one line.
+  size_t body_end = wire->size() - 1;
+  for (size_t i = wire->find_first_of("\r\n"); i < body_end;
+       i = wire->find_first_of("\r\n", i + 1)) {
+    (*wire)[i] = ' ';
+  }
 }
 
 void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
@@ -245,7 +253,7 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     Pending p{type, row, {}};
     std::string err = impl_->Analyze(object.text, &p.layout);
     if (!err.empty()) {
-      out->errors.push_back(err + where(c));
+      out->errors.push_back(OneLine(err + where(c)));
       return;
     }
     pending.push_back(std::move(p));

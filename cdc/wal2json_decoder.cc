@@ -121,8 +121,34 @@ std::string Wal2JsonDecoder::Impl::DecodeTuple(od::array tuple,
   return "";
 }
 
+std::string OneLine(std::string text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20) ++i;
+  if (i == text.size()) return text;
+  std::string out = text.substr(0, i);
+  for (; i < text.size(); ++i) {
+    unsigned char c = text[i];
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string Wal2JsonDecoder::Decode(std::string_view message,
                                     Wal2JsonRecord* out) {
+  std::string err = DecodeMessage(message, out);
+  if (!err.empty()) err = OneLine(std::move(err));
+  return err;
+}
+
+std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
+                                           Wal2JsonRecord* out) {
   Impl& m = *impl_;
   size_t need = message.size() + simdjson::SIMDJSON_PADDING;
   if (m.buf_capacity < need) {

@@ -85,9 +85,15 @@ class Wal2JsonDecoder {
   std::string Decode(std::string_view message, Wal2JsonRecord* out);
 
  private:
+  std::string DecodeMessage(std::string_view message, Wal2JsonRecord* out);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// `text` with control characters written as \xNN, so that an error message
+// that quotes its input stays one line.
+std::string OneLine(std::string text);
 
 // Parses PostgreSQL's ISO timestamptz output in UTC, as wal2json writes it
 // with DateStyle=ISO and TimeZone=UTC: "2026-12-02 13:21:36.726676+00".
