@@ -24,6 +24,11 @@ size_t Event::MemoryBytes() const {
     n += sizeof(std::pair<std::string, std::string>) + k.capacity() +
          v.capacity();
   }
+  n += prev_wire.capacity();
+  for (const auto& [k, v] : prev_labels) {
+    n += sizeof(std::pair<std::string, std::string>) + k.capacity() +
+         v.capacity();
+  }
   // shared_ptr control block (make_shared) and the deque slot.
   return n + 32;
 }

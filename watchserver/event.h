@@ -41,6 +41,17 @@ struct Event {
   // The complete line sent to watchers: {"type":..,"object":..}\n
   std::string wire;
 
+  // Only for a MODIFIED whose labels changed (empty otherwise): the object's
+  // labels before the change, and its previous state as a DELETED line,
+  // {"type":"DELETED","object":<old object>}\n, with this event's rv spliced
+  // into the old object's metadata.resourceVersion. As the apiserver's
+  // cacher does, a watch whose label selector the object leaves sends
+  // prev_wire, one it enters sends this event as ADDED, one it stays in
+  // sends it as is (fields other than labels cannot change in a MODIFIED:
+  // a change of name, namespace or cluster is DELETED then ADDED).
+  std::vector<std::pair<std::string, std::string>> prev_labels;
+  std::string prev_wire;
+
   // Bytes this event holds in memory, used to bound the event log.
   size_t MemoryBytes() const;
 };

@@ -191,6 +191,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Streaming (watch_stream.cc).
   void Pump();
+  // What this watch sends for a live event: the event, a variant of it for
+  // a MODIFIED that moved the object into (ADDED) or out of (DELETED, the
+  // previous object) its label selection, or null.
+  EventPtr ForThisWatch(const EventPtr& event) const;
   void WaitForLog();
   void OnLogAppend();
   void WriteEvents(std::vector<EventPtr> events, bool live);

@@ -7,6 +7,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/write.hpp>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include "watchserver/event_log.h"
@@ -405,13 +406,11 @@ void WatchSession::Pump() {
   std::vector<EventPtr> matching;
   size_t bytes = 0;
   size_t consumed = 0;
-  for (EventPtr& event : read_batch_) {
-    // An empty chunk would read as the final one; such an event is a bug
-    // upstream, never something to send.
-    if (!event->wire.empty() && filter_.Matches(*event)) {
-      if (!matching.empty() && bytes + event->wire.size() > max_bytes) break;
-      bytes += event->wire.size();
-      matching.push_back(std::move(event));
+  for (const EventPtr& event : read_batch_) {
+    if (EventPtr out = ForThisWatch(event)) {
+      if (!matching.empty() && bytes + out->wire.size() > max_bytes) break;
+      bytes += out->wire.size();
+      matching.push_back(std::move(out));
     }
     ++consumed;
   }
@@ -427,6 +426,51 @@ void WatchSession::Pump() {
     return;
   }
   WaitForLog();
+}
+
+EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
+  // An empty chunk would read as the final one; such an event is a bug
+  // upstream, never something to send.
+  if (event->wire.empty()) return nullptr;
+  const bool now = filter_.Matches(*event);
+  const LabelSelector& labels = filter_.label_selector();
+  if (event->type != EventType::kModified || event->prev_wire.empty() ||
+      labels.Empty()) {
+    return now ? event : nullptr;
+  }
+  // The labels changed. Everything else a watch filters on is the same
+  // before and after a MODIFIED, so the object was in the selection iff its
+  // old labels match and it passes the rest of the filter, which it does
+  // if it passes now.
+  auto passes_but_for_labels = [&] {
+    const WatchFilterSpec& spec = filter_.spec();
+    return event->resource == spec.resource && event->group == spec.group &&
+           event->version == spec.version &&
+           (spec.cluster.empty() || event->cluster == spec.cluster) &&
+           (spec.ns.empty() || event->ns == spec.ns) &&
+           filter_.field_selector().Matches(*event);
+  };
+  const bool before = labels.Matches(event->prev_labels) &&
+                      (now || passes_but_for_labels());
+  if (now == before) return now ? event : nullptr;
+  // As the apiserver's cacher: entering the selection is ADDED, leaving it
+  // is DELETED with the previous object (at this event's RV).
+  auto variant = std::make_shared<Event>();
+  variant->rv = event->rv;
+  variant->commit_lsn = event->commit_lsn;
+  variant->last_in_txn = event->last_in_txn;
+  variant->commit_time_us = event->commit_time_us;
+  if (before) {
+    variant->type = EventType::kDeleted;
+    variant->wire = event->prev_wire;
+    return variant;
+  }
+  constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",";
+  if (event->wire.compare(0, kModified.size(), kModified) != 0) return event;
+  variant->type = EventType::kAdded;
+  variant->wire = "{\"type\":\"ADDED\",";
+  variant->wire.append(event->wire, kModified.size(), std::string::npos);
+  return variant;
 }
 
 void WatchSession::WaitForLog() {

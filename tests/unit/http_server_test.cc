@@ -1440,6 +1440,57 @@ TEST_F(HttpServerTest, SelectorsFilterInitialAndLiveEvents) {
   EXPECT_EQ(client->ReadLine(), Line(web5));
 }
 
+TEST_F(HttpServerTest, LabelChangeEntersAndLeavesTheSelection) {
+  StartServer();
+  auto open = [&](const std::string& query) {
+    auto client = Connect();
+    client->Get("/api/v1/namespaces/default/pods?watch=1&resourceVersion=100" +
+                query);
+    EXPECT_TRUE(client->ReadHeader());
+    return client;
+  };
+  auto web = open("&labelSelector=app%3Dweb");
+  auto db = open("&labelSelector=app%3Ddb");
+  auto both = open("&labelSelector=app%20in%20(web%2Cdb)");
+  auto any = open("");
+  auto other_name = open("&labelSelector=app%3Ddb&fieldSelector=metadata.name%3Dq");
+
+  // p moves from app=db to app=web: the event carries its old labels and
+  // its old object as a DELETED line at the event's RV.
+  EventSpec old_spec{"p"};
+  old_spec.labels = {{"app", "db"}};
+  old_spec.type = EventType::kDeleted;
+  std::string prev_wire = MakeEvent(old_spec, 110, 110, true)->wire;
+  EventSpec new_spec{"p"};
+  new_spec.labels = {{"app", "web"}};
+  new_spec.type = EventType::kModified;
+  auto modified = std::const_pointer_cast<Event>(MakeEvent(new_spec, 110, 110, true));
+  modified->prev_labels = old_spec.labels;
+  modified->prev_wire = prev_wire;
+  ASSERT_EQ(log_.AppendTransaction(110, {modified}),
+            EventLog::AppendResult::kAppended);
+  last_commit_ = 110;
+  EventPtr marker = AppendPod(120, "marker");
+
+  std::string added = modified->wire.substr(0, modified->wire.size() - 1);
+  added.replace(0, std::string("{\"type\":\"MODIFIED\",").size(),
+                "{\"type\":\"ADDED\",");
+  EXPECT_EQ(web->ReadLine(), added) << "entering app=web";
+  EXPECT_EQ(db->ReadLine(), prev_wire.substr(0, prev_wire.size() - 1))
+      << "leaving app=db";
+  EXPECT_EQ(both->ReadLine(), Line(modified)) << "staying in";
+  EXPECT_EQ(any->ReadLine(), Line(modified)) << "no label selector";
+  EXPECT_EQ(any->ReadLine(), Line(marker));
+  // Never in it: its name is not q, before or after.
+  auto marker_q = AppendTxn(130, {[] {
+                              EventSpec q{"q"};
+                              q.labels = {{"app", "db"}};
+                              return q;
+                            }()})
+                      .front();
+  EXPECT_EQ(other_name->ReadLine(), Line(marker_q));
+}
+
 TEST_F(HttpServerTest, InvalidSelectorsAre400) {
   StartServer();
   auto client = Connect();
