@@ -74,7 +74,21 @@ struct Pending {
   EventType type;
   RowView row;
   ObjectLayout layout;
+  // A MODIFIED whose labels changed: the old row and its layout, so that
+  // watches the object leaves can be sent its previous state.
+  bool labels_changed = false;
+  RowView old_row{};
+  ObjectLayout old_layout;
 };
+
+// Labels as a set: the same pairs in any order.
+bool SameLabels(std::vector<std::pair<std::string, std::string>> a,
+                std::vector<std::pair<std::string, std::string>> b) {
+  if (a.size() != b.size()) return false;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
 
 }  // namespace
 
@@ -290,7 +304,24 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
                    Col(old, MappedField::kKind) == Col(now, MappedField::kKind)) {
           ++out->unchanged_updates;
         } else {
+          size_t before = pending.size();
           add(EventType::kModified, now, c);
+          // The label selection of a watch may change with the labels: keep
+          // the old state for the watches the object leaves.
+          if (pending.size() > before &&
+              Col(old, MappedField::kObject).state ==
+                  ColumnValue::State::kValue) {
+            Pending& p = pending.back();
+            ObjectLayout old_layout;
+            if (impl_->Analyze(Col(old, MappedField::kObject).text,
+                               &old_layout)
+                    .empty() &&
+                !SameLabels(old_layout.labels, p.layout.labels)) {
+              p.labels_changed = true;
+              p.old_row = old;
+              p.old_layout = std::move(old_layout);
+            }
+          }
         }
         break;
       }
@@ -317,6 +348,11 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     e->name = Col(p.row, MappedField::kName).text;
     e->labels = p.layout.labels;
     Impl::AppendWire(p, e->rv, &e->wire);
+    if (p.labels_changed) {
+      Pending old{EventType::kDeleted, p.old_row, p.old_layout};
+      e->prev_labels = p.old_layout.labels;
+      Impl::AppendWire(old, e->rv, &e->prev_wire);
+    }
     out->events.push_back(std::move(e));
   }
 }

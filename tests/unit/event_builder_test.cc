@@ -622,5 +622,45 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
   }
 }
 
+
+// A MODIFIED whose labels change carries the old labels and the old object
+// as a DELETED line at the same RV, for the watches the object leaves.
+TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
+  RowChange c = MakeRow(
+      Wal2JsonAction::kUpdate,
+      R"({"metadata": {"labels": {"app": "new"}, "resourceVersion": "6"}})");
+  RowChange old = MakeRow(
+      Wal2JsonAction::kDelete,
+      R"({"metadata": {"labels": {"app": "old"}, "resourceVersion": "5"}})");
+  c.identity = old.identity;
+  auto r = Build(TxnOf({c}), 0x100);
+  ASSERT_TRUE(r.errors.empty());
+  ASSERT_EQ(r.events.size(), 1u);
+  const Event& e = *r.events[0];
+  EXPECT_EQ(e.type, EventType::kModified);
+  ASSERT_EQ(e.prev_labels.size(), 1u);
+  EXPECT_EQ(e.prev_labels[0].second, "old");
+  ASSERT_FALSE(e.prev_wire.empty());
+  EXPECT_EQ(e.prev_wire.back(), '\n');
+  auto prev = json::parse(e.prev_wire);
+  EXPECT_EQ(prev["type"], "DELETED");
+  EXPECT_EQ(prev["object"]["metadata"]["labels"]["app"], "old");
+  EXPECT_EQ(prev["object"]["metadata"]["resourceVersion"],
+            std::to_string(e.rv));
+
+  // Same labels in another order: nothing extra.
+  RowChange same = MakeRow(
+      Wal2JsonAction::kUpdate,
+      R"({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": 2})");
+  RowChange same_old = MakeRow(
+      Wal2JsonAction::kDelete,
+      R"({"metadata": {"labels": {"b": "2", "a": "1"}}, "spec": 1})");
+  same.identity = same_old.identity;
+  auto r2 = Build(TxnOf({same}), 0x100);
+  ASSERT_EQ(r2.events.size(), 1u);
+  EXPECT_TRUE(r2.events[0]->prev_labels.empty());
+  EXPECT_TRUE(r2.events[0]->prev_wire.empty());
+}
+
 }  // namespace
 }  // namespace walwatch
