@@ -51,6 +51,10 @@ constexpr char kSlot[] = "walwatch_fault";
 constexpr size_t kWritesPerPhase = 300;
 // How long watchers may take to receive everything after the last write.
 constexpr seconds kDeliveryWait{60};
+// How long walwatch may take to notice a replication connection that carries
+// nothing (PostgreSQL's own walreceiver gives up after wal_receiver_timeout,
+// 60 s by default).
+constexpr seconds kPartitionDetection{75};
 
 const std::vector<WatchFilter>& Filters() {
   static const std::vector<WatchFilter> filters = {
@@ -251,7 +255,7 @@ class FaultTest : public ::testing::Test {
 
   // Every watcher got a 410 after an exact prefix of the writes from `from`.
   void ExpectAllExpired(const std::vector<FaultWatcher*>& watchers,
-                        size_t from = 0, seconds timeout = seconds(60)) {
+                        size_t from = 0, seconds timeout = seconds(30)) {
     auto deadline = In(timeout);
     for (auto* w : watchers) {
       EXPECT_TRUE(w->WaitForExpired(deadline))
@@ -470,6 +474,49 @@ TEST_F(FaultTest, ProxiedConnectionsCutAbruptly) {
   EXPECT_EQ(writer_->errors(), 0u);  // the writer does not use the proxy
 }
 
+// A silent network partition: the proxy stops forwarding without closing
+// anything, as a dropped route or a failed-over address would. walwatch asks
+// for a keepalive every --status-interval (1 s), so a connection that has
+// carried nothing for much longer is dead; it must notice, reconnect once
+// the network is back, and the watch streams must stay open and exact.
+TEST_F(FaultTest, SilentPartitionIsDetected) {
+  StartCluster();
+  proxy_ = std::make_unique<TcpProxy>(cluster_->SocketPath());
+  auto o = Options();
+  o.conninfo = "host=127.0.0.1 port=" + std::to_string(proxy_->port()) +
+               " dbname=" + kDb + " user=postgres";
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto watchers =
+      StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  int pid = WaitForWalsender(kSlot, 0, seconds(10));
+  ASSERT_NE(pid, 0);
+  proxy_->SetStalled(true);
+  auto t0 = Clock::now();
+  auto deadline = In(kPartitionDetection);
+  bool detected = false;
+  while (!detected && Clock::now() < deadline) {
+    detected = !LogLines(*ww, "replication connection lost").empty();
+    if (!detected) std::this_thread::sleep_for(milliseconds(100));
+  }
+  auto took = Clock::now() - t0;
+  // The network comes back; what was stalled is gone for good.
+  proxy_->CutAll();
+  proxy_->SetStalled(false);
+  std::cerr << "[fault] partition "
+            << (detected ? "detected after " : "not detected within ")
+            << std::chrono::duration_cast<milliseconds>(took).count()
+            << " ms\n";
+  EXPECT_TRUE(detected) << "walwatch did not notice a silent partition within "
+                        << kPartitionDetection.count() << " s";
+  pid = WaitForWalsender(kSlot, pid, seconds(30));
+  ASSERT_NE(pid, 0) << "walwatch did not reconnect after the partition";
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  StopWriterAndCheckExact(watchers);
+}
+
 // --- 4: walsender terminated --------------------------------------------------
 
 TEST_F(FaultTest, WalsenderTerminated) {
@@ -647,7 +694,6 @@ TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
   ASSERT_EQ(kill(ww->pid(), SIGCONT), 0);
   ASSERT_TRUE(invalidated);
   ExpectAllExpired(watchers);
-
   EXPECT_EQ(LogLines(*ww, "the replication slot was lost and has been "
                           "recreated; every watcher must relist")
                 .size(),
@@ -659,6 +705,7 @@ TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
                             "pg_replication_slots WHERE slot_name = $1",
                             {kSlot}),
             "lost");
+  if (HasFailure()) return;  // no 410: relisting would only time out
   RelistAndCheckExact(*ww);
 }
 
@@ -680,6 +727,7 @@ TEST_F(SlotLostTest, DroppedWhileWalwatchPausedGives410AndRecreates) {
   ASSERT_EQ(kill(ww->pid(), SIGCONT), 0);
   ASSERT_TRUE(dropped);
   ExpectAllExpired(watchers);
+  if (HasFailure()) return;  // no 410: relisting would only time out
   EXPECT_EQ(
       Metric(metrics_port, "walwatch_slot_recreations_total").value_or(-1),
       1.0);
@@ -705,6 +753,7 @@ TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   ExpectAllExpired(watchers);
+  if (HasFailure()) return;  // no 410: relisting would only time out
   EXPECT_EQ(
       Metric(metrics_port, "walwatch_slot_recreations_total").value_or(-1),
       1.0);
@@ -727,6 +776,7 @@ TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   ExpectAllExpired(second, from);
+  if (HasFailure()) return;
   RelistAndCheckExact(*ww);
 }
 
@@ -745,6 +795,7 @@ TEST_F(FaultTest, TruncateGives410ToEveryWatcher) {
   writer_->ForgetAllObjects();
   writer_->Resume();
   ExpectAllExpired(watchers);
+  if (HasFailure()) return;  // no 410: relisting would only time out
   EXPECT_EQ(LogLines(*ww, "the table was truncated; every watcher must relist")
                 .size(),
             1u);
@@ -894,6 +945,14 @@ TEST_P(HugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
     // Larger than half of --max-log-bytes: a barrier, every watcher 410.
     ExpectAllExpired(watchers);
     EXPECT_GE(Metric(metrics_port, "walwatch_barriers_total").value_or(0), 1.0);
+    EXPECT_EQ(LogLines(*ww, "a transaction is larger than --max-log-bytes "
+                            "allows; every watcher must relist")
+                      .size() +
+                  LogLines(*ww, "a transaction's events are larger than "
+                                "--max-log-bytes; every watcher must relist")
+                      .size(),
+              1u);
+    if (HasFailure()) return;
     RelistAndCheckExact(*ww);
   } else {
     StopWriterAndCheckExact(watchers);

@@ -171,6 +171,7 @@ struct TcpProxy::Impl {
   std::thread thread;
   std::atomic<bool> stop{false};
   std::atomic<bool> refusing{false};
+  std::atomic<bool> stalled{false};
   std::mutex mu;
   std::condition_variable cv;
   bool cut_requested = false;
@@ -255,6 +256,15 @@ struct TcpProxy::Impl {
         }
       }
       std::vector<pollfd> fds;
+      if (stalled.load()) {
+        pollfd w{wake[0], POLLIN, 0};
+        if (poll(&w, 1, 200) > 0) {
+          char b[64];
+          while (read(wake[0], b, sizeof b) > 0) {
+          }
+        }
+        continue;
+      }
       fds.push_back({listen_fd, POLLIN, 0});
       fds.push_back({wake[0], POLLIN, 0});
       for (auto& p : pairs) {
@@ -366,6 +376,11 @@ size_t TcpProxy::CutAll() {
 }
 
 void TcpProxy::SetRefusing(bool refusing) { impl_->refusing = refusing; }
+
+void TcpProxy::SetStalled(bool stalled) {
+  impl_->stalled = stalled;
+  (void)!write(impl_->wake[1], "x", 1);
+}
 
 size_t TcpProxy::active() const { return impl_->active.load(); }
 

@@ -93,6 +93,10 @@ class TcpProxy {
   size_t CutAll();
   // While refusing, new connections are accepted and reset at once.
   void SetRefusing(bool refusing);
+  // While stalled, nothing is forwarded and no connection is accepted (the
+  // kernel still completes handshakes into the backlog): a silent network
+  // partition. Connections stay open.
+  void SetStalled(bool stalled);
   size_t accepted() const { return accepted_.load(); }
   size_t active() const;
 
