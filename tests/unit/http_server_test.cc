@@ -527,6 +527,8 @@ class HttpServerTest : public ::testing::Test {
   std::vector<std::thread> threads_;
   // After io_: its threads post to the io_context until joined.
   FakeStateSource state_{&log_};
+  // Outlives the server: sessions still closing report to it.
+  Metrics metrics_;
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -1598,7 +1600,7 @@ TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
 
 TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
   options_.max_backlog_bytes = 64 * 1024;
-  Metrics metrics;
+  Metrics& metrics = metrics_;
   options_.metrics = &metrics;
   StartServer();
   auto client = Connect();
@@ -1639,7 +1641,7 @@ TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
 }
 
 TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
-  Metrics metrics;
+  Metrics& metrics = metrics_;
   options_.metrics = &metrics;
   StartServer();
   auto client = Connect();
@@ -1678,26 +1680,35 @@ TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   ASSERT_TRUE(too_old->ReadHeader());
   EXPECT_EQ(ParseLine(*too_old->ReadLine()).type, "ERROR");
 
+  // Every watch has ended and been counted (WatchEnded moves the gauge
+  // before the reason's counter, so wait for the counters).
   std::string scrape;
   EXPECT_TRUE(WaitFor([&] {
     scrape = metrics.Scrape();
     return Sample(scrape,
-                  "walwatch_watchers{group=\"\",resource=\"pods\",version="
-                  "\"v1\"}") == 0;
+                  "walwatch_watchers_terminated_total{reason=\"expired\"}") ==
+               1 &&
+           Sample(scrape,
+                  "walwatch_watchers_terminated_total{reason=\"barrier\"}") ==
+               1;
   })) << scrape;
+  EXPECT_EQ(Sample(scrape, "walwatch_watchers{group=\"\",resource=\"pods\","
+                           "version=\"v1\"}"),
+            0)
+      << scrape;
   EXPECT_EQ(Sample(scrape,
                    "walwatch_watchers_terminated_total{reason=\"timeout\"}"),
-            1);
+            1) << scrape;
   EXPECT_EQ(
       Sample(scrape,
              "walwatch_watchers_terminated_total{reason=\"client_closed\"}"),
-      1);
+      1) << scrape;
   EXPECT_EQ(Sample(scrape,
                    "walwatch_watchers_terminated_total{reason=\"barrier\"}"),
-            1);
+            1) << scrape;
   EXPECT_EQ(Sample(scrape,
                    "walwatch_watchers_terminated_total{reason=\"expired\"}"),
-            1);
+            1) << scrape;
   EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"ADDED\"}"), 1);
   EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"MODIFIED\"}"),
             1);
