@@ -71,8 +71,8 @@ std::string_view TrimRight(std::string_view s) {
 }
 
 struct Pending {
-  EventType type;
-  RowView row;
+  EventType type = EventType::kAdded;
+  RowView row{};
   ObjectLayout layout;
   // A MODIFIED whose labels changed: the old row and its layout, so that
   // watches the object leaves can be sent its previous state.
@@ -264,7 +264,9 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
           where(c));
       return;
     }
-    Pending p{type, row, {}};
+    Pending p;
+    p.type = type;
+    p.row = row;
     std::string err = impl_->Analyze(object.text, &p.layout);
     if (!err.empty()) {
       out->errors.push_back(OneLine(err + where(c)));
@@ -349,7 +351,10 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     e->labels = p.layout.labels;
     Impl::AppendWire(p, e->rv, &e->wire);
     if (p.labels_changed) {
-      Pending old{EventType::kDeleted, p.old_row, p.old_layout};
+      Pending old;
+      old.type = EventType::kDeleted;
+      old.row = p.old_row;
+      old.layout = p.old_layout;
       e->prev_labels = p.old_layout.labels;
       Impl::AppendWire(old, e->rv, &e->prev_wire);
     }

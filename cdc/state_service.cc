@@ -42,6 +42,11 @@ class StateService::Worker {
   bool ReadInsertLsn(uint64_t* lsn, std::string* error);
   // Waits until the stream has passed every record begun before insert_lsn.
   bool WaitPassed(uint64_t insert_lsn);
+  // Commits a tiny transaction with an xid on a second connection: its
+  // commit flushes the WAL before it, which an idle open transaction may
+  // have left unflushed, and the walsender decodes only flushed WAL.
+  void NudgeFlush();
+  PgConn nudge_conn_;
   void Rollback() {
     std::string ignored;
     Query("ROLLBACK", {}, &ignored);
@@ -114,9 +119,18 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
     signal->done = true;
     signal->cv.notify_all();
   });
-  auto deadline = std::chrono::steady_clock::now() + options_.catch_up_timeout;
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + options_.catch_up_timeout;
+  auto next_nudge = start + std::chrono::milliseconds(200);
   std::unique_lock<std::mutex> lock(signal->mu);
   while (!signal->done) {
+    if (std::chrono::steady_clock::now() >= next_nudge) {
+      lock.unlock();
+      NudgeFlush();
+      lock.lock();
+      next_nudge = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      if (signal->done) break;
+    }
     // The walsender reports its position in keepalives; ask for one rather
     // than wait for the next (up to wal_sender_timeout/2 away).
     request_keepalive_();
@@ -131,6 +145,22 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
                                   deadline - now));
   }
   return true;
+}
+
+void StateService::Worker::NudgeFlush() {
+  if (!nudge_conn_ || PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
+    nudge_conn_ =
+        ConnectPg(options_.conninfo, false, options_.connect_timeout_seconds);
+    if (PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
+      nudge_conn_.reset();
+      return;
+    }
+  }
+  std::string err;
+  if (!PgQuery(nudge_conn_.get(), "SELECT pg_current_xact_id()", {}, &err)) {
+    LogWarn("cannot flush the WAL for a handoff", {{"error", err}});
+    nudge_conn_.reset();
+  }
 }
 
 std::string StateService::Worker::StateSql(const StateQuery& q,

@@ -124,7 +124,10 @@ std::string Wal2JsonDecoder::Impl::DecodeTuple(od::array tuple,
 std::string OneLine(std::string text) {
   static constexpr char kHex[] = "0123456789abcdef";
   size_t i = 0;
-  while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20) ++i;
+  while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20 &&
+         text[i] != 0x7f) {
+    ++i;
+  }
   if (i == text.size()) return text;
   std::string out = text.substr(0, i);
   for (; i < text.size(); ++i) {

@@ -374,7 +374,8 @@ const Flag kFlags[] = {
 
     {"max-watcher-backlog", Group::kServing, "SIZE",
      "Most unsent event bytes a watcher may lag behind the newest event; a "
-     "slower watcher ends with 410 Expired and must relist. At least 64Ki.",
+     "slower watcher ends with 410 Expired and must relist. Never less than "
+     "half of the event log's budget, the largest transaction it keeps.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        uint64_t n;

@@ -74,7 +74,7 @@ struct Config {
 
   // Most unsent event bytes a watcher may fall behind the log's tail
   // before it is ended with 410 (a slow watcher): at least 64Ki.
-  size_t max_watcher_backlog_bytes = size_t{64} << 20;
+  size_t max_watcher_backlog_bytes = size_t{128} << 20;
   // Prometheus /metrics and /healthz, /livez, /readyz, on TCP
   // ("HOST:PORT"). Empty: not served.
   std::string metrics_address = "127.0.0.1:9187";

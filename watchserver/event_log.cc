@@ -207,6 +207,14 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
   }
   uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
                                 : (insert_lsn > 0 ? insert_lsn - 1 : 0);
+  // Lower rv to the RV the first later transaction's events carry (the
+  // position the stream had passed before it): no commit lies between the
+  // two, so the handoff stays exact, and the watch that continues from it
+  // never sees an RV below its start.
+  auto later = std::partition_point(
+      events_.begin(), events_.end(),
+      [rv](const EventPtr& e) { return e->commit_lsn <= rv; });
+  if (later != events_.end()) rv = std::min(rv, (*later)->rv);
   // The list saw everything up to floor_rv_ (older snapshots were refused
   // above), so the handoff is never below it.
   return {HandoffStatus::kExact, std::max(rv, floor_rv_)};

@@ -238,7 +238,16 @@ int Main(int argc, char** argv) {
                                  config.allow_gids.end());
   http_options.tcp_listen = config.tcp_listen;
   http_options.too_large_rv_wait = config.too_large_rv_wait;
+  // A watcher must be able to take the largest transaction the log keeps
+  // in one go without being called slow.
   http_options.max_backlog_bytes = config.max_watcher_backlog_bytes;
+  if (http_options.max_backlog_bytes < repl_options.max_transaction_bytes) {
+    LogWarn("--max-watcher-backlog raised to half of --max-log-bytes, the "
+            "largest transaction the log keeps",
+            {{"max_watcher_backlog",
+              static_cast<uint64_t>(repl_options.max_transaction_bytes)}});
+    http_options.max_backlog_bytes = repl_options.max_transaction_bytes;
+  }
   http_options.state = &state;
   http_options.metrics = &metrics;
   HttpServer server(io, log, catalog, http_options,

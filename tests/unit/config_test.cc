@@ -74,7 +74,7 @@ TEST(Config, DefaultJson) {
             "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
             "\"http-threads\":2,\"too-large-rv-wait\":\"3s\","
-            "\"max-watcher-backlog\":\"64Mi\","
+            "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
             "\"retained-wal-warn\":\"1Gi\",\"replay-window\":\"10m\","
