@@ -517,6 +517,48 @@ TEST_F(FaultTest, SilentPartitionIsDetected) {
   StopWriterAndCheckExact(watchers);
 }
 
+// SIGTERM while the network is silently partitioned: walwatch must still
+// exit 0 within 10 s, ending every stream with the final chunk (nothing it
+// waits for on PostgreSQL's side may hold the shutdown).
+TEST_F(FaultTest, SigtermDuringSilentPartitionExitsPromptly) {
+  StartCluster();
+  proxy_ = std::make_unique<TcpProxy>(cluster_->SocketPath());
+  auto o = Options();
+  o.conninfo = "host=127.0.0.1 port=" + std::to_string(proxy_->port()) +
+               " dbname=" + kDb + " user=postgres";
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto watchers = StartWatchers(*ww, Marker(), FaultWatcher::Policy::kResume);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  proxy_->SetStalled(true);
+  // Long enough for each of walwatch's connections (replication, slot
+  // monitor every 2 s) to be waiting on the partitioned network.
+  std::this_thread::sleep_for(seconds(3));
+  auto t0 = Clock::now();
+  ASSERT_EQ(kill(ww->pid(), SIGTERM), 0);
+  auto status = ww->WaitExit(seconds(10));
+  auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
+  std::cerr << "[fault] SIGTERM during a partition: "
+            << (status ? "exited after " : "still running after ")
+            << took.count() << " ms\n";
+  ASSERT_TRUE(status.has_value())
+      << "walwatch did not exit within 10 s of SIGTERM during a partition";
+  EXPECT_TRUE(status->exited && status->exit_code == 0) << status->Describe();
+  EXPECT_FALSE(FileExists(o.socket_path));
+  for (auto* w : watchers) {
+    auto deadline = In(seconds(5));
+    while (w->Snapshot().stream_ends.empty() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    w->Stop();
+    auto ends = w->Snapshot().stream_ends;
+    ASSERT_FALSE(ends.empty()) << w->filter().path;
+    EXPECT_EQ(ends[0], "end") << w->filter().path;
+  }
+  proxy_->SetStalled(false);
+}
+
 // --- 4: walsender terminated --------------------------------------------------
 
 TEST_F(FaultTest, WalsenderTerminated) {
