@@ -891,7 +891,10 @@ TEST_F(WatchSemanticsTest, FreshRvCoversTheCommitJustBefore) {
 // the 410 ERROR event, then the end; never a silent skip.
 TEST_F(WatchSemanticsTest, WatcherThatDoesNotReadGetsExpired) {
   auto options = DefaultOptions();
-  options.extra_args = {"--max-watcher-backlog", "64Ki"};
+  // The backlog bound is never below half of --max-log-bytes (the largest
+  // transaction the log keeps): a small log makes it 1 MiB.
+  options.extra_args = {"--max-log-bytes", "2Mi", "--max-watcher-backlog",
+                        "64Ki"};
   ww_ = StartWalwatch(options);
   ASSERT_NE(ww_, nullptr);
   uint64_t start = WriteOtherTable();
@@ -902,7 +905,7 @@ TEST_F(WatchSemanticsTest, WatcherThatDoesNotReadGetsExpired) {
   ASSERT_TRUE(Open(slow, target));
 
   // ~3 MB of events in single-row transactions (each far below the bound),
-  // far past the socket buffers and the 64 KiB backlog.
+  // far past the socket buffers and the 1 MiB backlog.
   const int kRows = 2000;
   Resource pod = Pod("c1", "default", "");
   pod.spec["blob"] = std::string(1500, 'x');
