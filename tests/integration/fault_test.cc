@@ -25,6 +25,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -35,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/support/fault.h"
+#include "tests/integration/support/model.h"
 #include "tests/integration/support/pg.h"
 #include "tests/integration/support/walwatch_process.h"
 #include "tests/integration/support/watch_client.h"
@@ -66,6 +68,19 @@ const std::vector<WatchFilter>& Filters() {
        "c2", "ns-a"},
   };
   return filters;
+}
+
+// The same selection for support/model.h's checker.
+ModelFilter ToModelFilter(const WatchFilter& f) {
+  ModelFilter m;
+  if (f.kind == "Pod") {
+    m.resource = {"", "v1", "pods", "Pod", true};
+  } else {
+    m.resource = {"apps", "v1", "deployments", "Deployment", true};
+  }
+  m.cluster = f.cluster;
+  m.ns = f.ns;
+  return m;
 }
 
 bool FileExists(const std::string& path) {
@@ -152,12 +167,14 @@ class FaultTest : public ::testing::Test {
         "('', 'v1', 'pods', 'Pod', 'seed', 'seed', 'seed-pod', 'uid-seed-pod',"
         " '1', '{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
         "\"seed-pod\",\"namespace\":\"seed\",\"uid\":\"uid-seed-pod\","
-        "\"resourceVersion\":\"1\"}}', now(), now()),"
+        "\"resourceVersion\":\"1\",\"annotations\":{\"shadow.clusterpedia.io/"
+        "cluster-name\":\"seed\"}}}', now(), now()),"
         "('apps', 'v1', 'deployments', 'Deployment', 'seed', 'seed', "
         "'seed-deploy', 'uid-seed-deploy', '1', '{\"apiVersion\":\"apps/v1\","
         "\"kind\":\"Deployment\",\"metadata\":{\"name\":\"seed-deploy\","
         "\"namespace\":\"seed\",\"uid\":\"uid-seed-deploy\","
-        "\"resourceVersion\":\"1\"}}', now(), now())");
+        "\"resourceVersion\":\"1\",\"annotations\":{\"shadow.clusterpedia.io/"
+        "cluster-name\":\"seed\"}}}', now(), now())");
   }
 
   std::string Conninfo() const { return cluster_->Conninfo(kDb); }
@@ -211,12 +228,17 @@ class FaultTest : public ::testing::Test {
            << " writes; fatal: '" << writer_->fatal() << "'";
   }
 
-  // One watcher per filter, from `rv`.
+  // One watcher per filter, from `rv`. The writer must be paused or not yet
+  // started: the state SQL holds now is each watcher's starting state for
+  // the model check.
   std::vector<FaultWatcher*> StartWatchers(const WalwatchProcess& ww,
                                            uint64_t rv,
                                            FaultWatcher::Policy policy) {
     std::vector<FaultWatcher*> started;
+    PgConnection conn(Conninfo());
     for (const auto& f : Filters()) {
+      initial_states_[watchers_.size()] =
+          QueryModelState(conn, ToModelFilter(f));
       watchers_.push_back(std::make_unique<FaultWatcher>(ww.socket_path(), f,
                                                          rv, policy));
       auto r = watchers_.back()->Start();
@@ -241,9 +263,26 @@ class FaultTest : public ::testing::Test {
       for (const auto& e : log) n += w->filter().Matches(e);
       w->WaitForEvents(n, deadline);
     }
+    PgConnection conn(Conninfo());
     for (auto* w : watchers) {
       w->Stop();
       EXPECT_TRUE(ExactlyOnceInOrder(log, *w));
+      // Independently, support/model.h's checker: the events applied to the
+      // starting state give exactly what SQL holds now, and none of them
+      // contradicts the state it applies to.
+      WatchModel model(InitialState(w), w->start_rv(), WatchModel::Options{});
+      size_t contradictions = 0;
+      for (const auto& e : w->Snapshot().events) {
+        auto applied = model.Apply(e);
+        if (!applied && contradictions++ == 0) {
+          ADD_FAILURE() << w->filter().path << ": " << applied.message();
+        }
+      }
+      EXPECT_EQ(contradictions, 0u) << w->filter().path;
+      EXPECT_TRUE(CompareModelStates(
+          QueryModelState(conn, ToModelFilter(w->filter())), model.state(),
+          &model))
+          << w->filter().path;
     }
     size_t total = 0;
     for (auto* w : watchers) total += w->events();
@@ -279,6 +318,13 @@ class FaultTest : public ::testing::Test {
     writer_->Resume();
     ASSERT_TRUE(MoreWrites(kWritesPerPhase));
     StopWriterAndCheckExact(fresh, from);
+  }
+
+  const ModelState& InitialState(const FaultWatcher* w) {
+    for (size_t i = 0; i < watchers_.size(); ++i) {
+      if (watchers_[i].get() == w) return initial_states_[i];
+    }
+    throw std::logic_error("unknown watcher");
   }
 
   std::vector<nlohmann::json> LogLines(const WalwatchProcess& ww,
@@ -358,6 +404,7 @@ class FaultTest : public ::testing::Test {
   std::vector<std::unique_ptr<WalwatchProcess>> walwatches_;
   std::unique_ptr<FaultWriter> writer_;
   std::vector<std::unique_ptr<FaultWatcher>> watchers_;
+  std::map<size_t, ModelState> initial_states_;  // by index in watchers_
   std::thread sampler_;
   std::atomic<bool> sampling_{false};
   std::atomic<uint64_t> max_rss_{0};
@@ -406,10 +453,15 @@ TEST_P(PgRestartTest, StreamsStayOpenAndEveryEventArrivesOnce) {
   auto reconnects = Metric(metrics_port, "walwatch_reconnects_total");
   ASSERT_TRUE(reconnects.has_value());
   EXPECT_GE(*reconnects, 2.0);
-  std::cerr << "[fault] duplicates dropped after " << mode << " restarts: "
-            << Metric(metrics_port, "walwatch_duplicate_transactions_total")
-                   .value_or(-1)
-            << "\n";
+  // The slot re-sent what walwatch already had (from the replay window's
+  // start, or further back where PostgreSQL 15 lost confirmed_flush): the
+  // deduplication was exercised, and the check above says it held.
+  double duplicates =
+      Metric(metrics_port, "walwatch_duplicate_transactions_total")
+          .value_or(-1);
+  std::cerr << "[fault] duplicates dropped after " << mode
+            << " restarts: " << duplicates << "\n";
+  EXPECT_GT(duplicates, 0.0);
   EXPECT_TRUE(ww->Running());
 }
 
