@@ -8,7 +8,7 @@
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all run test bench package clean deps fuzz
+.PHONY: all run test test-fault bench package clean deps fuzz
 
 all:
 	@cmake -S . -B $(BUILD_DIR) || { echo "cmake failed; missing packages? try: make deps" >&2; exit 1; }
@@ -19,6 +19,11 @@ run:
 
 test:
 	tests/tools/run-tests.sh
+
+# The fault suite: PostgreSQL restarts, cut connections, lost slots,
+# TRUNCATE, DDL, a huge transaction (each on a private cluster; ~5 min).
+test-fault:
+	CTEST_ARGS="-L fault" tests/tools/run-tests.sh
 
 bench:
 	tests/bench/run-bench.sh

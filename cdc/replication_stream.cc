@@ -372,6 +372,7 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
 ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     std::string* error) {
   PGconn* conn = repl.get();
+  auto last_message = Clock::now();
   // Wakes the watchers once per read from the socket (see BeginBatch), and
   // at least every kWakeEvery messages during a long burst.
   constexpr int kWakeEvery = 256;
@@ -387,6 +388,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       char* buf = nullptr;
       int n = PQgetCopyData(conn, &buf, /*async=*/1);
       if (n > 0) {
+        last_message = Clock::now();
         bool ok = HandleMessage(buf, n, error);
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
@@ -417,6 +419,14 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       return StreamEnd::kError;
     }
     auto now = Clock::now();
+    if (now - last_message > opt.receive_timeout) {
+      *error = "no message from the server for " +
+               std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                  now - last_message)
+                                  .count()) +
+               " s (a silent network partition?)";
+      return StreamEnd::kError;
+    }
     if (now >= next_status) {
       // Ask for a keepalive each time: its walEnd moves the current RV and
       // the known-decoded position while the table is idle.

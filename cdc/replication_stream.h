@@ -37,6 +37,11 @@ struct ReplicationOptions {
   // slot's confirmed position back to the oldest transaction younger than
   // this (and still in the log), so that those can be replayed.
   std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
+  // A connection that has carried no message for this long is dead (a
+  // silent network partition): reconnect. walwatch asks for a keepalive every
+  // status interval, so a live server answers far sooner; the margin covers
+  // a walsender busy skipping a huge filtered transaction.
+  std::chrono::milliseconds receive_timeout{std::chrono::seconds(60)};
   // Backoff between reconnect attempts.
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10000};

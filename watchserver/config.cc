@@ -281,6 +281,19 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.status_interval); }, false,
      true},
+    {"replication-timeout", Group::kPostgreSql, "DURATION",
+     "A replication connection that carries no message for this long is "
+     "taken as dead (a silent network partition) and reopened; at least 5s.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d < std::chrono::seconds(5)) return "must be at least 5s";
+       c->replication_timeout = d;
+       return "";
+     },
+     [](const Config& c) { return FormatDuration(c.replication_timeout); },
+     false, true},
     {"connect-timeout", Group::kPostgreSql, "DURATION",
      "Time allowed to connect to PostgreSQL; at least 1s.", nullptr,
      [](std::string_view t, Config* c) -> std::string {

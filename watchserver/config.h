@@ -46,6 +46,8 @@ struct Config {
   std::string mapping_path;
   // How often standby status updates are sent: in (0, 30s).
   std::chrono::milliseconds status_interval{std::chrono::seconds(1)};
+  // A replication connection silent for this long is dead: reconnect.
+  std::chrono::milliseconds replication_timeout{std::chrono::seconds(60)};
   // Time allowed to connect to PostgreSQL: at least 1s. libpq's
   // connect_timeout is whole seconds, so round up when passing it on.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};

@@ -172,6 +172,7 @@ int Main(int argc, char** argv) {
   repl_options.conninfo = config.conninfo;
   repl_options.slot = config.slot;
   repl_options.status_interval = config.status_interval;
+  repl_options.receive_timeout = config.replication_timeout;
   repl_options.connect_timeout_seconds = static_cast<int>(
       (config.connect_timeout.count() + 999) / 1000);
   // One transaction may hold at most half the log, so that it fits beside

@@ -69,7 +69,8 @@ TEST(Config, DefaultJson) {
   EXPECT_EQ(ConfigToJson(Config{}),
             "{\"conninfo\":\"\",\"slot\":\"walwatch\",\"slot-from\":\"\","
             "\"mapping\":\"\","
-            "\"status-interval\":\"1s\",\"connect-timeout\":\"10s\","
+            "\"status-interval\":\"1s\",\"replication-timeout\":\"1m\","
+            "\"connect-timeout\":\"10s\","
             "\"socket\":\"/run/walwatch/walwatch.sock\","
             "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
