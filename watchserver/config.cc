@@ -485,19 +485,7 @@ const Flag kFlags[] = {
                   ? ""
                   : "expected one of debug, info, warn, error";
      },
-     [](const Config& c) -> std::string {
-       switch (c.log_level) {
-         case LogLevel::kDebug:
-           return "debug";
-         case LogLevel::kInfo:
-           return "info";
-         case LogLevel::kWarn:
-           return "warn";
-         case LogLevel::kError:
-           return "error";
-       }
-       return "info";
-     },
+     [](const Config& c) -> std::string { return LogLevelName(c.log_level); },
      false, true},
 };
 

@@ -19,19 +19,6 @@ std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 // while the rest of a line goes out keeps lines whole within this process.
 std::mutex g_write_mu;
 
-const char* LevelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "error";
-}
 
 // "2026-12-02T13:21:36.726Z": UTC, millisecond precision.
 void AppendTimestamp(std::string* out) {
@@ -136,6 +123,20 @@ size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* consumed) {
 
 }  // namespace
 
+const char* LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "error";
+}
+
 void SetLogLevel(LogLevel level) {
   g_min_level.store(static_cast<int>(level), std::memory_order_relaxed);
 }
@@ -144,7 +145,7 @@ bool ParseLogLevel(std::string_view text, LogLevel* level) {
   static constexpr LogLevel kAll[] = {LogLevel::kDebug, LogLevel::kInfo,
                                       LogLevel::kWarn, LogLevel::kError};
   for (LogLevel l : kAll) {
-    if (text == LevelName(l)) {
+    if (text == LogLevelName(l)) {
       *level = l;
       return true;
     }
@@ -164,7 +165,7 @@ void Log(LogLevel level, std::string_view msg,
   line += "{\"time\":\"";
   AppendTimestamp(&line);
   line += "\",\"level\":\"";
-  line += LevelName(level);
+  line += LogLevelName(level);
   line += "\",\"msg\":";
   AppendJsonString(&line, msg);
   for (const LogField& f : fields) {

@@ -41,6 +41,8 @@ struct LogField {
 };
 
 void SetLogLevel(LogLevel level);
+// "debug", "info", "warn" or "error".
+const char* LogLevelName(LogLevel level);
 // Accepts debug, info, warn, error. Returns false for anything else.
 bool ParseLogLevel(std::string_view text, LogLevel* level);
 bool LogEnabled(LogLevel level);

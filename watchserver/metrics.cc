@@ -129,20 +129,12 @@ void Metrics::ObserveCommitToWrite(double seconds) {
 
 void Metrics::AddGauge(const std::string& name, const std::string& help,
                        std::function<double()> read) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Impl::Hook h;
-  h.read = std::move(read);
-  h.gauge = &impl_->GaugeFamily(name, help).Add({});
-  impl_->hooks.push_back(std::move(h));
+  AddLabeledGauge(name, help, "", "", std::move(read));
 }
 
 void Metrics::AddCounter(const std::string& name, const std::string& help,
                          std::function<double()> read) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  Impl::Hook h;
-  h.read = std::move(read);
-  h.counter = &impl_->CounterFamily(name, help).Add({});
-  impl_->hooks.push_back(std::move(h));
+  AddLabeledCounter(name, help, "", "", std::move(read));
 }
 
 void Metrics::AddLabeledCounter(const std::string& name,
@@ -153,7 +145,9 @@ void Metrics::AddLabeledCounter(const std::string& name,
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl::Hook h;
   h.read = std::move(read);
-  h.counter = &impl_->CounterFamily(name, help).Add({{label, value}});
+  prometheus::Labels labels;
+  if (!label.empty()) labels[label] = value;
+  h.counter = &impl_->CounterFamily(name, help).Add(labels);
   impl_->hooks.push_back(std::move(h));
 }
 
@@ -164,7 +158,9 @@ void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl::Hook h;
   h.read = std::move(read);
-  h.gauge = &impl_->GaugeFamily(name, help).Add({{label, value}});
+  prometheus::Labels labels;
+  if (!label.empty()) labels[label] = value;
+  h.gauge = &impl_->GaugeFamily(name, help).Add(labels);
   impl_->hooks.push_back(std::move(h));
 }
 
