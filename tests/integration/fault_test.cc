@@ -12,9 +12,14 @@
 // tests; walwatch runs as the real binary (WALWATCH_BINARY).
 //
 // Faults: PostgreSQL fast and immediate restarts; connections cut by a TCP
-// proxy; the walsender terminated; walwatch restarted (SIGTERM, SIGKILL);
-// the slot invalidated or dropped (walwatch paused or down); TRUNCATE; DDL;
-// one huge transaction (watched and filtered table); graceful shutdown.
+// proxy; a silent partition (the proxy stalls), also during SIGTERM; the
+// walsender terminated; walwatch restarted (SIGTERM, SIGKILL); the slot
+// invalidated or dropped (walwatch paused or down); TRUNCATE; DDL; one huge
+// transaction (watched and filtered table); graceful shutdown.
+//
+// Run with `make test-fault` (ctest -L fault). WALWATCH_FAULT_HUGE_ROWS
+// changes the huge transaction's row count (default 100000, ~325 MB);
+// WALWATCH_TEST_KEEP_LOGS=1 keeps walwatch's and PostgreSQL's logs.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
