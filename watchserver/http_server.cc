@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -272,6 +273,19 @@ std::string HttpServer::Start() {
       return "tcp_listen cannot be combined with a peer allow-list "
              "(allow-uids/allow-gids): TCP connections carry no peer "
              "credentials";
+    }
+  }
+  // The socket's directory: created (0750, so only the owner and its group
+  // reach the socket) when missing, as under a fresh emptyDir or /run.
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::create_directories(dir, ec)) {
+      std::filesystem::permissions(dir, std::filesystem::perms(0750), ec);
+    }
+    if (ec) {
+      return "cannot create the socket directory " + dir.string() + ": " +
+             ec.message();
     }
   }
   if (std::string error = RemoveStaleSocket(path); !error.empty()) {
