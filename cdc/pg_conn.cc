@@ -39,10 +39,17 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
   std::string options = UserOptions(conninfo);
   if (!options.empty()) options += " ";
   options += "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=3";
-  std::vector<const char*> keys = {"dbname", "options",
+  // TCP keepalives and a user timeout first, so that the user's conninfo
+  // (expanded from dbname, after them) can override them: a silently
+  // partitioned connection then fails within about half a minute instead of
+  // blocking a query (or shutdown) for the kernel's two hours.
+  std::vector<const char*> keys = {"keepalives_idle", "keepalives_interval",
+                                   "keepalives_count", "tcp_user_timeout",
+                                   "dbname", "options",
                                    "fallback_application_name",
                                    "connect_timeout"};
   std::vector<const char*> values = {
+      "10", "5", "3", "30000",
       conninfo.empty() ? nullptr : conninfo.c_str(),
       options.c_str(), "walwatch",
       timeout.c_str()};
@@ -52,8 +59,8 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
   }
   if (conninfo.empty()) {
     // Nothing to expand: let libpq take dbname from PGDATABASE.
-    keys.erase(keys.begin());
-    values.erase(values.begin());
+    keys.erase(keys.begin() + 4);
+    values.erase(values.begin() + 4);
   }
   keys.push_back(nullptr);
   values.push_back(nullptr);

@@ -96,6 +96,7 @@ struct ReplicationStream::Impl {
   const int stop_fd;  // an eventfd: wakes the poll loop
   std::atomic<bool> stop{false};
   std::atomic<bool> keepalive_wanted{false};
+  bool start_failed_after_connect = false;
   uint64_t xid_reference = 0;  // a recent full xid, to widen 32-bit ones
 
   uint64_t WidenXid(uint32_t xid);
@@ -107,6 +108,7 @@ struct ReplicationStream::Impl {
   bool HandleMessage(const char* buf, int len, std::string* error);
   void OnCommit();
   bool SendStatus(bool reply_requested, std::string* error);
+  bool SendKeepaliveReply(uint64_t wal_end, std::string* error);
   uint64_t FlushPosition() const;
   bool WaitOrStop(std::chrono::milliseconds delay);
 };
@@ -119,6 +121,7 @@ ReplicationStream::ReplicationStream(ReplicationOptions options,
 ReplicationStream::~ReplicationStream() = default;
 
 std::string ReplicationStream::Impl::StartStreaming() {
+  start_failed_after_connect = false;
   repl = ConnectPg(opt.conninfo, /*replication=*/true,
                    opt.connect_timeout_seconds);
   if (PQstatus(repl.get()) != CONNECTION_OK) {
@@ -138,6 +141,7 @@ std::string ReplicationStream::Impl::StartStreaming() {
         res ? PgResultError(res.get()) : PgError(repl.get()));
     if (err.empty()) err = ExplainPgError(PgError(repl.get()));
     repl.reset();
+    start_failed_after_connect = true;
     return "cannot start replication from slot " + opt.slot + ": " + err;
   }
   last_received = 0;
@@ -252,6 +256,28 @@ bool ReplicationStream::Impl::SendStatus(bool reply_requested,
   return true;
 }
 
+// A reply to a keepalive that asked for one: write = the walsender's
+// position, flush = 0 (invalid, so the slot is not moved). A walsender that
+// is shutting down waits until the standby reports its sent position, and
+// the timed updates hold flush back to the replay window, so without this a
+// fast shutdown of PostgreSQL would wait for walwatch forever.
+bool ReplicationStream::Impl::SendKeepaliveReply(uint64_t wal_end,
+                                                 std::string* error) {
+  char msg[34];
+  msg[0] = 'r';
+  WriteBe64(msg + 1, wal_end);  // write
+  WriteBe64(msg + 9, 0);        // flush: invalid
+  WriteBe64(msg + 17, 0);       // apply: invalid
+  WriteBe64(msg + 25, NowUnixMicros() - kPgEpochOffsetMicros);
+  msg[33] = 0;
+  if (PQputCopyData(repl.get(), msg, sizeof(msg)) <= 0 ||
+      PQflush(repl.get()) != 0) {
+    *error = "cannot answer a keepalive: " + PgError(repl.get());
+    return false;
+  }
+  return true;
+}
+
 void ReplicationStream::Impl::OnCommit() {
   ++stats->transactions;
   txn.full_xid = WidenXid(txn.xid);
@@ -360,7 +386,7 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
         assembler.set_last_commit_lsn(
             std::max(assembler.last_commit_lsn(), wal_end - 1));
       }
-      if (buf[17]) return SendStatus(false, error);
+      if (buf[17]) return SendKeepaliveReply(wal_end, error);
       return true;
     }
     default:
@@ -517,7 +543,10 @@ void ReplicationStream::Run(EventLog* log) {
       std::string err = m.StartStreaming();
       if (!err.empty()) {
         LogWarn("reconnect failed", {{"attempt", attempt}, {"error", err}});
-        if (SlotIsGone(err)) {
+        // The connection worked but START_REPLICATION did not: look at the
+        // slot itself (the message's first line does not say why, and its
+        // wording depends on lc_messages).
+        if (m.start_failed_after_connect || SlotIsGone(err)) {
           uint64_t new_floor = 0;
           std::string rerr = m.RecreateSlot(&new_floor);
           if (!rerr.empty()) {
