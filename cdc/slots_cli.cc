@@ -10,6 +10,7 @@
 
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
+#include "watchserver/cli_args.h"
 #include "watchserver/config.h"
 
 namespace walwatch {
@@ -116,39 +117,26 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
   std::string conninfo = env ? env : "";
   std::string prefix = "walwatch", inactive_text;
   bool dry_run = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string* dst) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        *dst = a.substr(eq + 1);
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *dst = argv[++i];
-      return true;
-    };
-    auto is = [&](const char* f) {
-      return a == f || a.rfind(std::string(f) + "=", 0) == 0;
-    };
+  for (ArgCursor a(argc, argv, 2); !a.Done(); a.Next()) {
     bool ok = true;
-    if (is("--conninfo")) {
-      ok = value(&conninfo);
-    } else if (is("--prefix")) {
-      ok = value(&prefix);
-    } else if (is("--inactive-for")) {
-      ok = value(&inactive_text);
-    } else if (a == "--dry-run") {
+    if (a.Is("--conninfo")) {
+      ok = a.Value(&conninfo);
+    } else if (a.Is("--prefix")) {
+      ok = a.Value(&prefix);
+    } else if (a.Is("--inactive-for")) {
+      ok = a.Value(&inactive_text);
+    } else if (a.arg() == "--dry-run") {
       dry_run = true;
-    } else if (a == "-h" || a == "--help") {
+    } else if (a.arg() == "-h" || a.arg() == "--help") {
       out << kUsage;
       return 0;
     } else {
-      err << "walwatch slots: unexpected argument \"" << a << "\"\n" << kUsage;
+      err << "walwatch slots: unexpected argument \"" << a.arg() << "\"\n"
+          << kUsage;
       return 2;
     }
     if (!ok) {
-      err << "walwatch slots: " << a << " needs a value\n";
+      err << "walwatch slots: " << a.arg() << " needs a value\n";
       return 2;
     }
   }

@@ -11,6 +11,8 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "watchserver/cli_args.h"
+
 namespace walwatch {
 
 namespace asio = boost::asio;
@@ -118,43 +120,30 @@ int RunWatchCli(int argc, const char* const* argv, std::ostream& out,
   const char* env_socket = std::getenv("WALWATCH_SOCKET");
   std::string socket = env_socket && *env_socket ? env_socket
                                                  : "/run/walwatch/walwatch.sock";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string* dst) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        *dst = a.substr(eq + 1);
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *dst = argv[++i];
-      return true;
-    };
-    auto is = [&](const char* flag) {
-      return a == flag || a.rfind(std::string(flag) + "=", 0) == 0;
-    };
+  for (ArgCursor a(argc, argv, 1); !a.Done(); a.Next()) {
     bool ok = true;
-    if (a == "-h" || a == "--help") {
+    if (a.arg() == "-h" || a.arg() == "--help") {
       out << kUsage;
       return 0;
-    } else if (is("--socket")) {
-      ok = value(&socket);
-    } else if (is("--selector") || is("-l")) {
-      ok = value(&selector);
-    } else if (is("--field-selector")) {
-      ok = value(&field_selector);
-    } else if (is("--rv")) {
-      ok = value(&rv);
-    } else if (is("-o") || is("--output")) {
-      ok = value(&output);
-    } else if (!a.empty() && a[0] == '/' && path.empty()) {
-      path = a;
+    } else if (a.Is("--socket")) {
+      ok = a.Value(&socket);
+    } else if (a.Is("--selector") || a.Is("-l")) {
+      ok = a.Value(&selector);
+    } else if (a.Is("--field-selector")) {
+      ok = a.Value(&field_selector);
+    } else if (a.Is("--rv")) {
+      ok = a.Value(&rv);
+    } else if (a.Is("-o") || a.Is("--output")) {
+      ok = a.Value(&output);
+    } else if (!a.arg().empty() && a.arg()[0] == '/' && path.empty()) {
+      path = a.arg();
     } else {
-      err << "walwatch watch: unexpected argument \"" << a << "\"\n" << kUsage;
+      err << "walwatch watch: unexpected argument \"" << a.arg() << "\"\n"
+          << kUsage;
       return 2;
     }
     if (!ok) {
-      err << "walwatch watch: " << a << " needs a value\n";
+      err << "walwatch watch: " << a.arg() << " needs a value\n";
       return 2;
     }
   }
