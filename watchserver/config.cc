@@ -384,6 +384,20 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.too_large_rv_wait); }, false,
      true},
+    {"bookmark-interval", Group::kServing, "DURATION",
+     "A watch with allowWatchBookmarks=true gets a BOOKMARK about this often "
+     "(each interval shortened by up to 5% at random); at least 1s. The "
+     "Kubernetes apiserver sends one about every minute.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d < std::chrono::seconds(1)) return "must be at least 1s";
+       c->bookmark_interval = d;
+       return "";
+     },
+     [](const Config& c) { return FormatDuration(c.bookmark_interval); }, false,
+     true},
 
     {"max-watcher-backlog", Group::kServing, "SIZE",
      "Most unsent event bytes a watcher may lag behind the newest event; a "

@@ -73,6 +73,9 @@ struct Config {
   // How long a watch or list with a resourceVersion ahead of the stream waits
   // for the stream to catch up before it is answered "too large".
   std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};
+  // How often a watch that allows bookmarks gets one (less up to 5% of
+  // jitter): at least 1s.
+  std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
 
   // Most unsent event bytes a watcher may fall behind the log's tail
   // before it is ended with 410 (a slow watcher): at least 64Ki.

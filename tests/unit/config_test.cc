@@ -53,6 +53,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.tcp_listen, "");
   EXPECT_EQ(c.http_threads, 2);
   EXPECT_EQ(c.too_large_rv_wait, milliseconds(3000));
+  EXPECT_EQ(c.bookmark_interval, milliseconds(60000));
   EXPECT_EQ(c.max_log_bytes, size_t{256} * 1024 * 1024);
   EXPECT_EQ(c.log_level, LogLevel::kInfo);
   EXPECT_FALSE(c.help);
@@ -75,6 +76,7 @@ TEST(Config, DefaultJson) {
             "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
             "\"http-threads\":2,\"too-large-rv-wait\":\"3s\","
+            "\"bookmark-interval\":\"1m\","
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
@@ -223,6 +225,32 @@ TEST(Config, ConnectTimeoutAtLeastOneSecond) {
   EXPECT_EQ(ErrorFor({"--connect-timeout=500ms"}),
             "invalid value \"500ms\" for --connect-timeout: must be at least "
             "1s");
+}
+
+TEST(Config, BookmarkInterval) {
+  EXPECT_EQ(Parse({"--bookmark-interval=1s"}).config.bookmark_interval,
+            milliseconds(1000));
+  EXPECT_EQ(Parse({"--bookmark-interval", "1m30s"}).config.bookmark_interval,
+            milliseconds(90000));
+  Parsed env = Parse({}, {"WALWATCH_BOOKMARK_INTERVAL=5s"});
+  ASSERT_EQ(env.error, "");
+  EXPECT_EQ(env.config.bookmark_interval, milliseconds(5000));
+  EXPECT_EQ(Parse({"--bookmark-interval=2s"}, {"WALWATCH_BOOKMARK_INTERVAL=5s"})
+                .config.bookmark_interval,
+            milliseconds(2000));
+  // Shorter would have every bookmark-watching session write several times
+  // a second for nothing: the current RV moves about once a second.
+  for (const char* bad : {"0", "999ms", "500ms"}) {
+    EXPECT_EQ(ErrorFor({"--bookmark-interval", bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --bookmark-interval: must be at least 1s");
+  }
+  EXPECT_EQ(ErrorFor({"--bookmark-interval=soon"}),
+            "invalid value \"soon\" for --bookmark-interval: expected a "
+            "duration such as 30s, 500ms or 1h30m");
+  EXPECT_EQ(ErrorFor({}, {"WALWATCH_BOOKMARK_INTERVAL=10ms"}),
+            "invalid value \"10ms\" for WALWATCH_BOOKMARK_INTERVAL "
+            "(--bookmark-interval): must be at least 1s");
 }
 
 TEST(Config, Sizes) {
@@ -419,6 +447,7 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
       {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
       {"--http-threads", "WALWATCH_HTTP_THREADS", "2"},
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
+      {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
       {"--log-level", "WALWATCH_LOG_LEVEL", "info"},
   };
@@ -456,6 +485,8 @@ TEST(Config, HelpGroupsFlagsUnderHeadings) {
   EXPECT_LT(help.find("--connect-timeout"), serving);
   EXPECT_LT(serving, help.find("--socket "));
   EXPECT_LT(help.find("--too-large-rv-wait"), event_log);
+  EXPECT_LT(serving, help.find("--bookmark-interval"));
+  EXPECT_LT(help.find("--bookmark-interval"), event_log);
   EXPECT_LT(event_log, help.find("--max-log-bytes"));
   EXPECT_LT(logging, help.find("--log-level"));
 }
