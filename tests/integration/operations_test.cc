@@ -1,13 +1,25 @@
 // What an SRE relies on, through the real binary against PostgreSQL: the
-// Prometheus counters move by exactly the events produced, and the watch CLI
-// prints what a watcher receives.
+// Prometheus counters move by exactly the events produced, /readyz holds a
+// replica out of service while it catches up on a backlog, bookmarks come as
+// often as --bookmark-interval says, and the watch CLI prints what a watcher
+// receives.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <random>
 #include <string>
-
-#include <gtest/gtest.h>
+#include <thread>
+#include <vector>
 
 #include "tests/integration/support/harness.h"
+#include "tests/integration/support/replication_gate.h"
 
 namespace walwatch::itest {
 namespace {
@@ -37,7 +49,54 @@ double Sample(const std::string& scrape, const std::string& series) {
   return -1;
 }
 
-class OperationsTest : public WalwatchTest {};
+// One plain HTTP/1.1 GET on 127.0.0.1:port (the --metrics-address
+// listener). status 0: no answer (not listening yet, or `timeout` passed).
+struct TcpResponse {
+  int status = 0;
+  std::string body;
+};
+TcpResponse TcpGet(
+    int port, const std::string& path,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  TcpResponse response;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return response;
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string raw;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                "Connection: close\r\n\r\n";
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t header_end = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || header_end == std::string::npos) {
+    return response;
+  }
+  response.status = std::atoi(raw.c_str() + 9);
+  response.body = raw.substr(header_end + 4);
+  return response;
+}
+
+class OperationsTest : public WalwatchTest {
+ protected:
+  uint64_t WalLsn() {
+    return ParseLsn(db().QueryValue("SELECT pg_current_wal_lsn()::text"));
+  }
+};
 
 TEST_F(OperationsTest, MetricsCountExactlyTheEventsProduced) {
   int port = FreeLoopbackPort();
@@ -121,6 +180,197 @@ TEST_F(OperationsTest, WatchCliPrintsTheTableAndReports410) {
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("410"), std::string::npos) << out;
   EXPECT_NE(out.find("Expired"), std::string::npos) << out;
+}
+
+std::string BacklogName(int i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "backlog-%05d", i);
+  return name;
+}
+
+// A pod whose object is about 3 KB of text that does not compress, like the
+// larger objects Clusterpedia stores.
+Resource BigPod(int i, std::mt19937* rng) {
+  static const char kAlphabet[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::uniform_int_distribution<int> pick(0, sizeof kAlphabet - 2);
+  std::string filler(3000, ' ');
+  for (char& c : filler) c = kAlphabet[pick(*rng)];
+  Resource r = Pod("c1", "backlog", BacklogName(i));
+  r.spec["filler"] = filler;
+  return r;
+}
+
+// A replica restarted behind a backlog must stay out of service (/readyz 503,
+// saying why) until it has streamed to within --ready-max-lag of the
+// server's WAL. The backlog is committed while walwatch is not running, to
+// the slot walwatch then streams from. A ReplicationGate between walwatch and
+// PostgreSQL holds the stream at an LSN `mid` with more than --ready-max-lag
+// of the backlog after it, so the not-ready state is a fact of what walwatch
+// has received, not a race against a fast machine: while held, walwatch has
+// seen no position at or past `mid`, and the server's WAL is past the
+// backlog's end. Released, it must become ready and deliver the whole backlog.
+TEST_F(OperationsTest, ReadyzWaitsUntilTheBacklogIsStreamed) {
+  constexpr uint64_t kMaxLag = uint64_t{1} << 20;  // --ready-max-lag 1Mi
+  WalwatchOptions options = DefaultOptions();
+  // The slot first, as a restarted replica finds it: the backlog is WAL it
+  // retains.
+  db().Query("SELECT pg_create_logical_replication_slot($1, 'wal2json')",
+             {options.slot});
+  const uint64_t floor_rv =
+      ParseLsn(db().QueryValue("SELECT confirmed_flush_lsn::text FROM "
+                               "pg_replication_slots WHERE slot_name = $1",
+                               {options.slot})) -
+      1;
+  CommitObserver observer(&db(), UniqueName("obs"));
+
+  // The backlog: transactions of 50 big pods until at least 6 MiB of WAL,
+  // the hold position `mid`, then at least 3 MiB more. WAL is cluster-wide
+  // (other tests write too), but what is asserted below holds whatever else
+  // the WAL carries.
+  std::mt19937 rng(6);
+  int rows = 0;
+  uint64_t last_xid = 0;
+  auto write_until = [&](uint64_t from, uint64_t bytes) {
+    while (WalLsn() - from < bytes) {
+      db().Exec("BEGIN");
+      for (int i = 0; i < 50; ++i)
+        last_xid = InsertRow(db(), BigPod(rows++, &rng));
+      db().Exec("COMMIT");
+    }
+  };
+  write_until(WalLsn(), uint64_t{6} << 20);
+  const uint64_t mid = WalLsn();
+  write_until(mid, uint64_t{3} << 20);
+  const uint64_t end = WalLsn();
+
+  // Kept until walwatch has stopped (cleanups run newest first).
+  auto gate = std::make_shared<ReplicationGate>(
+      server().host + "/.s.PGSQL." + server().port, mid);
+  AddCleanup([gate] {});
+  const int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  options.conninfo = "host=127.0.0.1 port=" + std::to_string(gate->port()) +
+                     " dbname=" + dbname() +
+                     " user=postgres sslmode=disable gssencmode=disable";
+  options.metrics_address = "127.0.0.1:" + std::to_string(port);
+  options.log_level = "info";
+  options.extra_args = {"--ready-max-lag", "1Mi"};
+  WalwatchProcess& ww = Launch(options);
+
+  ASSERT_TRUE(gate->WaitHolding(std::chrono::seconds(60)))
+      << "walwatch never streamed up to " << FormatLsn(mid) << "; stderr:\n"
+      << ww.StderrText();
+  ASSERT_LT(gate->forwarded_lsn(), mid);
+
+  // Held: 503 with the reason. Before it, walwatch may still be starting
+  // (no answer, "not streaming", "WAL position not read yet"); never 200.
+  TcpResponse probe;
+  const auto deadline = In(kEventWait);
+  for (;;) {
+    probe = TcpGet(port, "/readyz");
+    ASSERT_NE(probe.status, 200)
+        << "ready while " << end - mid << " bytes of the backlog are held back";
+    if (probe.status == 503 && probe.body.rfind("catching up: ", 0) == 0) break;
+    ASSERT_LT(Clock::now(), deadline)
+        << "no \"catching up\" 503 from /readyz; last: " << probe.status << " "
+        << probe.body << "; stderr:\n"
+        << ww.StderrText();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string suffix = " bytes of WAL behind\n";
+  ASSERT_GT(probe.body.size(), 13 + suffix.size()) << probe.body;
+  ASSERT_EQ(probe.body.substr(probe.body.size() - suffix.size()), suffix)
+      << probe.body;
+  // The server's WAL is at or past `end`, walwatch below `mid`.
+  const uint64_t behind = std::stoull(probe.body.substr(13));
+  EXPECT_GT(behind, end - mid) << probe.body;
+  EXPECT_GT(behind, kMaxLag) << probe.body;
+  // The watch socket's probe agrees, and the metrics show the lag.
+  HttpResponse socket_probe =
+      HttpGet(ww.socket_path(), "/readyz", In(kEventWait));
+  EXPECT_EQ(socket_probe.status, 503)
+      << socket_probe.error << socket_probe.body;
+  const std::string scrape = TcpGet(port, "/metrics").body;
+  EXPECT_EQ(Sample(scrape, "walwatch_replication_streaming"), 1) << scrape;
+  EXPECT_GT(Sample(scrape, "walwatch_replication_lag_bytes"),
+            static_cast<double>(end - mid))
+      << scrape;
+  ASSERT_LT(gate->forwarded_lsn(), mid) << "the gate leaked";
+
+  // A watcher from before the backlog, open across the release.
+  WatchClient watch;
+  ASSERT_TRUE(
+      OpenWatch(watch, ww, "/api/v1/namespaces/backlog/pods", floor_rv));
+  gate->Release();
+
+  int not_ready = 0;
+  const auto ready_deadline = In(std::chrono::seconds(120));
+  for (;;) {
+    probe = TcpGet(port, "/readyz");
+    if (probe.status == 200) break;
+    ASSERT_EQ(probe.status, 503) << probe.body;
+    ++not_ready;
+    ASSERT_LT(Clock::now(), ready_deadline)
+        << "not ready after the release: " << probe.body << "; stderr:\n"
+        << ww.StderrText();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(probe.body, "ok\n");
+  EXPECT_GE(gate->forwarded_lsn(), end - kMaxLag)
+      << "ready before receiving the backlog";
+
+  // Everything the backlog committed, in order, the last at its commit LSN.
+  std::vector<WatchEvent> got;
+  ASSERT_TRUE(ReadUntilName(watch, BacklogName(rows - 1), &got,
+                            In(std::chrono::seconds(60))));
+  ASSERT_EQ(got.size(), static_cast<size_t>(rows)) << Describe(got);
+  for (int i = 0; i < rows; ++i) {
+    ASSERT_EQ(got[i].type, "ADDED") << got[i].raw.substr(0, 200);
+    ASSERT_EQ(got[i].name(), BacklogName(i));
+  }
+  EXPECT_EQ(got.back().rv(), observer.CommitLsn(last_xid));
+  std::cerr << "readiness: " << behind << " bytes behind while held at "
+            << FormatLsn(mid) << "; " << rows << " rows, " << (end - floor_rv)
+            << " bytes of WAL; " << not_ready
+            << " more 503s after the release\n";
+}
+
+// --bookmark-interval reaches every watch that allows bookmarks: with 1s, an
+// idle watch gets a BOOKMARK about every second (each interval shortened by
+// at most 5%), not once a minute.
+TEST_F(OperationsTest, BookmarksComeAsOftenAsBookmarkInterval) {
+  WalwatchOptions options = DefaultOptions();
+  options.extra_args = {"--bookmark-interval", "1s"};
+  auto* ww = StartWalwatch(options);
+  ASSERT_NE(ww, nullptr);
+  const uint64_t fresh = FreshRv(*ww);
+  ASSERT_NE(fresh, 0u);
+  WatchClient watch;
+  const auto opened = Clock::now();
+  ASSERT_TRUE(watch.Open(ww->socket_path(),
+                         "/api/v1/pods?watch=1&allowWatchBookmarks=true&"
+                         "resourceVersion=" +
+                             std::to_string(fresh),
+                         In(kEventWait)));
+  ASSERT_EQ(watch.status(), 200) << watch.body();
+  std::vector<double> arrived;  // seconds after the request
+  uint64_t last_rv = 0;
+  while (arrived.size() < 3) {
+    WatchEvent e;
+    ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait))) << arrived.size();
+    ASSERT_EQ(e.type, "BOOKMARK") << e.raw;
+    EXPECT_GE(e.rv(), last_rv) << e.raw;
+    last_rv = e.rv();
+    arrived.push_back(
+        std::chrono::duration<double>(Clock::now() - opened).count());
+  }
+  // Lower bounds are exact: each interval is timed from the request or the
+  // previous bookmark's write, and shortened by at most 5%. The upper bound
+  // allows a loaded machine its delays, yet is far below the 1m default.
+  EXPECT_GE(arrived[0], 0.95);
+  EXPECT_GE(arrived[2], 3 * 0.95);
+  EXPECT_LT(arrived[2], 15.0);
 }
 
 }  // namespace
