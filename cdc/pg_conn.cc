@@ -1,6 +1,12 @@
 #include "cdc/pg_conn.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace walwatch {
 
@@ -87,19 +93,97 @@ std::string PgResultError(PGresult* res) {
   return FirstLine(PQresultErrorMessage(res));
 }
 
+PgStop::PgStop() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+PgStop::~PgStop() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void PgStop::Raise() {
+  raised_ = true;
+  uint64_t one = 1;
+  if (fd_ >= 0) {
+    ssize_t n = write(fd_, &one, sizeof(one));  // never read: stays readable
+    (void)n;
+  }
+}
+
+bool PgStop::raised() const { return raised_.load(); }
+
+namespace {
+
+// Waits until libpq has a whole result to give (!PQisBusy), reading the
+// socket as it becomes readable. False with *error if the connection broke
+// or `stop` was raised.
+bool WaitForResult(PGconn* conn, const PgStop* stop, std::string* error) {
+  while (PQisBusy(conn)) {
+    pollfd fds[2] = {{PQsocket(conn), POLLIN, 0},
+                     {stop ? stop->fd() : -1, POLLIN, 0}};
+    int r = poll(fds, 2, stop && stop->fd() < 0 ? 100 : -1);
+    if (r < 0 && errno != EINTR) {
+      *error = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+    if (stop && stop->raised()) {
+      *error = "stopped";
+      return false;
+    }
+    if (r > 0 && fds[0].revents && !PQconsumeInput(conn)) {
+      *error = PgError(conn);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Collects the results of the query just sent: the last one, or the first
+// COPY one (a COPY hands the connection over to the caller).
+PgResult CollectResults(PGconn* conn, const PgStop* stop, std::string* error) {
+  PgResult last;
+  for (;;) {
+    if (!WaitForResult(conn, stop, error)) return nullptr;
+    PgResult r(PQgetResult(conn));
+    if (!r) break;
+    ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_COPY_BOTH || st == PGRES_COPY_OUT || st == PGRES_COPY_IN) {
+      return r;
+    }
+    last = std::move(r);
+  }
+  if (!last) *error = PgError(conn);
+  return last;
+}
+
+}  // namespace
+
 PgResult PgQuery(PGconn* conn, const std::string& sql,
-                 const std::vector<std::string>& params, std::string* error) {
+                 const std::vector<std::string>& params, std::string* error,
+                 const PgStop* stop) {
   std::vector<const char*> p;
   for (const auto& s : params) p.push_back(s.c_str());
-  PgResult res(PQexecParams(conn, sql.c_str(), static_cast<int>(p.size()),
-                            nullptr, p.data(), nullptr, nullptr, 0));
+  if (!PQsendQueryParams(conn, sql.c_str(), static_cast<int>(p.size()),
+                         nullptr, p.data(), nullptr, nullptr, 0)) {
+    *error = PgError(conn);
+    return nullptr;
+  }
+  PgResult res = CollectResults(conn, stop, error);
+  if (!res) return nullptr;
   ExecStatusType st = PQresultStatus(res.get());
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-    *error = res ? PgResultError(res.get()) : PgError(conn);
+    *error = PgResultError(res.get());
     if (error->empty()) *error = PgError(conn);
     return nullptr;
   }
   return res;
+}
+
+PgResult PgExecSimple(PGconn* conn, const std::string& sql,
+                      std::string* error, const PgStop* stop) {
+  if (!PQsendQuery(conn, sql.c_str())) {
+    *error = PgError(conn);
+    return nullptr;
+  }
+  return CollectResults(conn, stop, error);
 }
 
 }  // namespace walwatch

@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,40 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
 std::string PgError(PGconn* conn);
 std::string PgResultError(PGresult* res);
 
-// Runs a parameterized query. Returns nullptr and sets *error on failure.
+// A stop request that a thread blocked on PostgreSQL can wait on: once
+// Raise()d, fd() stays readable for good. Raise() may be called from any
+// thread (a signal handler's thread at shutdown); the others from any.
+class PgStop {
+ public:
+  PgStop();
+  ~PgStop();
+  PgStop(const PgStop&) = delete;
+  PgStop& operator=(const PgStop&) = delete;
+
+  void Raise();
+  bool raised() const;
+  int fd() const { return fd_; }
+
+ private:
+  const int fd_;  // an eventfd; -1 if none could be made (then raised() only)
+  std::atomic<bool> raised_{false};
+};
+
+// Runs a parameterized query (extended protocol). Returns nullptr and sets
+// *error on failure. With `stop`, the wait for the answer ends as soon as
+// `stop` is raised (then *error is "stopped" and the connection must be
+// dropped: its answer is still on the way); without it, the wait is bounded
+// only by the connection's TCP settings (see ConnectPg).
 PgResult PgQuery(PGconn* conn, const std::string& sql,
-                 const std::vector<std::string>& params, std::string* error);
+                 const std::vector<std::string>& params, std::string* error,
+                 const PgStop* stop = nullptr);
+
+// Sends `sql` with the simple query protocol (the only one a replication
+// connection speaks) and returns its last result, whatever its status, or
+// the COPY result that starts a COPY; nullptr with *error if the connection
+// failed or `stop` was raised.
+PgResult PgExecSimple(PGconn* conn, const std::string& sql,
+                      std::string* error, const PgStop* stop = nullptr);
 
 }  // namespace walwatch
 

@@ -95,6 +95,7 @@ struct ReplicationStream::Impl {
   Clock::time_point next_status;
   const int stop_fd;  // an eventfd: wakes the poll loop
   std::atomic<bool> stop{false};
+  PgStop stop_signal;  // interrupts START_REPLICATION
   std::atomic<bool> keepalive_wanted{false};
   bool start_failed_after_connect = false;
   uint64_t xid_reference = 0;  // a recent full xid, to widen 32-bit ones
@@ -135,13 +136,15 @@ std::string ReplicationStream::Impl::StartStreaming() {
       "\"include-lsn\" '1', \"include-timestamp\" '1', \"include-types\" '0', "
       "\"add-tables\" " +
       QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
-  PgResult res(PQexec(repl.get(), cmd.c_str()));
+  std::string err;
+  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop_signal);
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
-    std::string err = ExplainPgError(
-        res ? PgResultError(res.get()) : PgError(repl.get()));
-    if (err.empty()) err = ExplainPgError(PgError(repl.get()));
+    if (res) err = PgResultError(res.get());
+    if (err.empty()) err = PgError(repl.get());
+    err = ExplainPgError(err);
     repl.reset();
-    start_failed_after_connect = true;
+    // Only an answer from the server says something about the slot.
+    start_failed_after_connect = res != nullptr;
     return "cannot start replication from slot " + opt.slot + ": " + err;
   }
   last_received = 0;
@@ -597,6 +600,7 @@ void ReplicationStream::RequestKeepalive() {
 
 void ReplicationStream::Stop() {
   impl_->stop = true;
+  impl_->stop_signal.Raise();
   uint64_t one = 1;
   ssize_t n = write(impl_->stop_fd, &one, sizeof(one));
   (void)n;

@@ -7,7 +7,7 @@
 namespace walwatch {
 
 SlotMonitor::SlotMonitor(SlotMonitorOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)), stop_signal_(std::make_unique<PgStop>()) {}
 
 SlotMonitor::~SlotMonitor() { Stop(); }
 
@@ -18,6 +18,7 @@ void SlotMonitor::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  stop_signal_->Raise();
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -40,8 +41,9 @@ bool SlotMonitor::PollOnce(void* c) {
       "coalesce((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
       "ELSE pg_current_wal_lsn() END) - restart_lsn, 0)::bigint::text "
       "FROM pg_replication_slots WHERE slot_name = $1)",
-      {options_.slot}, &err);
+      {options_.slot}, &err, stop_signal_.get());
   if (!r) {
+    if (stop_signal_->raised()) return false;
     ++poll_errors_;
     LogWarn("cannot read the slot's state", {{"error", err}});
     return false;

@@ -14,9 +14,12 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <memory>
 #include <thread>
 
 namespace walwatch {
+
+class PgStop;
 
 struct SlotMonitorOptions {
   std::string conninfo;
@@ -53,6 +56,8 @@ class SlotMonitor {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;          // GUARDED_BY(mu_)
+  // Interrupts a poll that waits on the network.
+  const std::unique_ptr<PgStop> stop_signal_;
   std::string wal_status_;     // GUARDED_BY(mu_)
   bool warned_ = false;
   std::thread thread_;

@@ -27,8 +27,11 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 class StateService::Worker {
  public:
   Worker(const StateServiceOptions& o, EventLog* log,
-         const std::function<void()>& request_keepalive)
-      : options_(o), log_(log), request_keepalive_(request_keepalive) {}
+         const std::function<void()>& request_keepalive, const PgStop* stop)
+      : options_(o),
+        log_(log),
+        request_keepalive_(request_keepalive),
+        stop_(stop) {}
 
   void ReadState(const StateQuery& q, InitialStateStream* stream);
   void HandoffRv(const std::string& snapshot_text, uint64_t insert_lsn,
@@ -56,6 +59,7 @@ class StateService::Worker {
   const StateServiceOptions& options_;
   EventLog* const log_;
   const std::function<void()>& request_keepalive_;
+  const PgStop* const stop_;
   PgConn conn_;
   uint64_t wal_block_size_ = 8192;
   uint64_t wal_segment_size_ = 16u << 20;
@@ -74,7 +78,7 @@ bool StateService::Worker::Connect(std::string* error) {
   PgResult r = PgQuery(conn_.get(),
                        "SELECT current_setting('wal_block_size'), setting "
                        "FROM pg_settings WHERE name = 'wal_segment_size'",
-                       {}, error);
+                       {}, error, stop_);
   if (!r) {
     conn_.reset();
     return false;
@@ -87,8 +91,12 @@ bool StateService::Worker::Connect(std::string* error) {
 PgResult StateService::Worker::Query(const std::string& sql,
                                      const std::vector<std::string>& params,
                                      std::string* error) {
-  PgResult r = PgQuery(conn_.get(), sql, params, error);
-  if (!r && PQstatus(conn_.get()) != CONNECTION_OK) conn_.reset();
+  PgResult r = PgQuery(conn_.get(), sql, params, error, stop_);
+  // A broken connection, or one whose answer is still on the way (stopped).
+  if (!r && (PQstatus(conn_.get()) != CONNECTION_OK ||
+             PQtransactionStatus(conn_.get()) == PQTRANS_ACTIVE)) {
+    conn_.reset();
+  }
   return r;
 }
 
@@ -124,6 +132,11 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
   auto next_nudge = start + std::chrono::milliseconds(200);
   std::unique_lock<std::mutex> lock(signal->mu);
   while (!signal->done) {
+    if (stop_->raised()) {
+      lock.unlock();
+      log_->CancelWaitForRv(id);
+      return false;
+    }
     if (std::chrono::steady_clock::now() >= next_nudge) {
       lock.unlock();
       NudgeFlush();
@@ -157,8 +170,11 @@ void StateService::Worker::NudgeFlush() {
     }
   }
   std::string err;
-  if (!PgQuery(nudge_conn_.get(), "SELECT pg_current_xact_id()", {}, &err)) {
-    LogWarn("cannot flush the WAL for a handoff", {{"error", err}});
+  if (!PgQuery(nudge_conn_.get(), "SELECT pg_current_xact_id()", {}, &err,
+               stop_)) {
+    if (!stop_->raised()) {
+      LogWarn("cannot flush the WAL for a handoff", {{"error", err}});
+    }
     nudge_conn_.reset();
   }
 }
@@ -371,7 +387,8 @@ StateService::StateService(StateServiceOptions options, EventLog* log,
                            std::function<void()> request_keepalive)
     : options_(std::move(options)),
       log_(log),
-      request_keepalive_(std::move(request_keepalive)) {
+      request_keepalive_(std::move(request_keepalive)),
+      stop_signal_(std::make_unique<PgStop>()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     threads_.emplace_back([this, i] { WorkerLoop(i); });
   }
@@ -382,6 +399,7 @@ StateService::~StateService() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  stop_signal_->Raise();
   cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
@@ -395,7 +413,7 @@ void StateService::Post(std::function<void(Worker&)> job) {
 }
 
 void StateService::WorkerLoop(int index) {
-  Worker worker(options_, log_, request_keepalive_);
+  Worker worker(options_, log_, request_keepalive_, stop_signal_.get());
   for (;;) {
     std::function<void(Worker&)> job;
     {

@@ -31,6 +31,7 @@
 namespace walwatch {
 
 class EventLog;
+class PgStop;
 
 struct StateServiceOptions {
   std::string conninfo;
@@ -69,6 +70,8 @@ class StateService : public StateSource {
   std::condition_variable cv_;
   std::deque<std::function<void(Worker&)>> jobs_;  // GUARDED_BY(mu_)
   bool stopping_ = false;                          // GUARDED_BY(mu_)
+  // Interrupts workers waiting on PostgreSQL when the service stops.
+  const std::unique_ptr<PgStop> stop_signal_;
   std::vector<std::thread> threads_;
 };
 
