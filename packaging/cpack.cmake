@@ -4,10 +4,17 @@
 #
 #   include(packaging/cpack.cmake)
 #
-# Then, in a build directory configured with -DWALWATCH_BUILD_TESTS=OFF
-# (cpack builds the whole `all` target first):
+# Then, in any build directory where walwatch is built (`make package` uses
+# build/, the one `make` and `make test` use):
 #
+#   cmake --build . --target walwatch
 #   cpack -G DEB            # -> walwatch_<version>-1_<arch>.deb
+#
+# cpack packages what is built and builds nothing itself (see
+# CMAKE_SKIP_INSTALL_ALL_DEPENDENCY below), so a build with the tests is
+# packaged without compiling them or anything else again. Only install()
+# rules reach the package, and the tests have none: the package is the same
+# with or without them.
 #
 # The package installs under /usr (bin/walwatch,
 # lib/systemd/system/walwatch.service, share/walwatch/*.sql,
@@ -20,6 +27,12 @@
 
 get_filename_component(_walwatch_root "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 set(_walwatch_pkg "${CMAKE_CURRENT_LIST_DIR}")
+
+# cpack (and `make install`) run the `preinstall` target, which by default
+# depends on `all`: with the tests configured, packaging would first compile
+# every test. Off: they install what is already built, and a walwatch that
+# was not built is an install error naming the missing file.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
 # --- Files -----------------------------------------------------------------
 
