@@ -436,6 +436,81 @@ class BasicTestClient {
 
 using TestClient = BasicTestClient<stream_protocol>;
 
+// GETs `target` and reads the whole (non-streamed) answer, which must have
+// status `code`.
+::testing::AssertionResult Answers(TestClient* client,
+                                   const std::string& target, unsigned code) {
+  client->Get(target);
+  if (!client->ReadResponse()) {
+    return ::testing::AssertionFailure()
+           << "GET " << target << ": no response ("
+           << client->last_error().message() << ")";
+  }
+  if (client->status() != code) {
+    return ::testing::AssertionFailure()
+           << "GET " << target << ": HTTP " << client->status() << ", want "
+           << code << ": " << client->response().body();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// walwatch_watchers_terminated_total{reason=...} in a scrape, or -1.
+double Terminated(const std::string& scrape, const std::string& reason) {
+  return Sample(
+      scrape, "walwatch_watchers_terminated_total{reason=\"" + reason + "\"}");
+}
+
+enum class Match { kExact, kContains };
+
+// The last answer `client` read is a Kubernetes Status as the apiserver
+// writes it: HTTP `code`, JSON, kind Status, status Failure, `reason`, `code`,
+// and a message equal to `message` (containing it, with Match::kContains).
+// A 504 carries the ResourceVersionTooLarge cause and retryAfterSeconds 1
+// (what client-go retries on); any other code neither a cause nor a retry.
+::testing::AssertionResult IsStatus(const TestClient& client, unsigned code,
+                                    const std::string& reason,
+                                    const std::string& message,
+                                    Match match = Match::kExact) {
+  const std::string& body = client.response().body();
+  auto fail = [&]() {
+    return ::testing::AssertionFailure()
+           << "HTTP " << client.status() << " " << body << ": ";
+  };
+  if (client.status() != code) return fail() << "want HTTP " << code;
+  if (client.header(http::field::content_type) != "application/json") {
+    return fail() << "Content-Type "
+                  << client.header(http::field::content_type);
+  }
+  nlohmann::json status = client.BodyJson();
+  if (!status.is_object() || status.value("kind", "") != "Status" ||
+      status.value("status", "") != "Failure") {
+    return fail() << "not a Failure Status";
+  }
+  if (status.value("reason", "") != reason) return fail() << "want " << reason;
+  if (status.value("code", 0u) != code) return fail() << "want code " << code;
+  const std::string got = status.value("message", "");
+  if (match == Match::kExact ? got != message
+                             : got.find(message) == std::string::npos) {
+    return fail() << "want message "
+                  << (match == Match::kExact ? "" : "containing ") << "\""
+                  << message << "\"";
+  }
+  const nlohmann::json details =
+      status.value("details", nlohmann::json::object());
+  if (code == 504) {
+    const nlohmann::json too_large = {
+        {"causes",
+         {{{"reason", "ResourceVersionTooLarge"},
+           {"message", "Too large resource version"}}}},
+        {"retryAfterSeconds", 1}};
+    if (details != too_large) return fail() << "want details " << too_large;
+  } else if (details.contains("causes") ||
+             details.contains("retryAfterSeconds")) {
+    return fail() << "want no causes and no retry";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -515,6 +590,23 @@ class HttpServerTest : public ::testing::Test {
     return client;
   }
 
+  // Connects and GETs `target`, whose answer must begin as a 200 stream.
+  // Null (and a test failure) otherwise.
+  std::unique_ptr<TestClient> OpenWatch(const std::string& target) {
+    auto client = Connect();
+    client->Get(target);
+    if (!client->ReadHeader()) {
+      ADD_FAILURE() << "GET " << target << ": no header ("
+                    << client->last_error().message() << ")";
+      return nullptr;
+    }
+    if (client->status() != 200) {
+      ADD_FAILURE() << "GET " << target << ": HTTP " << client->status();
+      return nullptr;
+    }
+    return client;
+  }
+
   std::string dir_;
   HttpServerOptions options_;
   EventLog log_{8 << 20, kFloorRv};
@@ -534,10 +626,8 @@ class HttpServerTest : public ::testing::Test {
 
 TEST_F(HttpServerTest, StreamsAppendedEventsInOrderWithWatchHeaders) {
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1");
-  ASSERT_TRUE(client->ReadHeader());
-  EXPECT_EQ(client->status(), 200u);
+  auto client = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(client);
   EXPECT_EQ(client->header(http::field::content_type), "application/json");
   EXPECT_EQ(client->header(http::field::cache_control), "no-cache, private");
   EXPECT_TRUE(client->response().chunked());
@@ -588,19 +678,18 @@ TEST_F(HttpServerTest, FiltersByClusterNamespaceAndResource) {
   EventPtr want2 = AppendPod(160, "p4", "ns1", "c1");
   StartServer();
 
-  auto scoped = Connect();
-  scoped->Get(
+  auto scoped = OpenWatch(
       "/clusters/c1/api/v1/namespaces/ns1/"
       "pods?watch=1&resourceVersion=100&timeoutSeconds=1");
-  ASSERT_TRUE(scoped->ReadHeader());
+  ASSERT_TRUE(scoped);
   EXPECT_EQ(scoped->ReadLine(), Line(want1));
   EXPECT_EQ(scoped->ReadLine(), Line(want2));
   EXPECT_EQ(scoped->ReadLine(), std::nullopt);
   EXPECT_TRUE(scoped->body_done());
 
-  auto all_pods = Connect();
-  all_pods->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
-  ASSERT_TRUE(all_pods->ReadHeader());
+  auto all_pods =
+      OpenWatch("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
+  ASSERT_TRUE(all_pods);
   std::vector<std::string> names;
   while (std::optional<std::string> line = all_pods->ReadLine()) {
     names.push_back(nlohmann::json::parse(*line)["object"]["metadata"]["name"]);
@@ -608,11 +697,10 @@ TEST_F(HttpServerTest, FiltersByClusterNamespaceAndResource) {
   EXPECT_TRUE(all_pods->body_done());
   EXPECT_EQ(names, (std::vector<std::string>{"p1", "p2", "p3", "p4"}));
 
-  auto deployments = Connect();
-  deployments->Get(
+  auto deployments = OpenWatch(
       "/clusters/c1/apis/apps/v1/"
       "deployments?watch=1&resourceVersion=100&timeoutSeconds=1");
-  ASSERT_TRUE(deployments->ReadHeader());
+  ASSERT_TRUE(deployments);
   EXPECT_EQ(deployments->ReadLine(), Line(deploy));
   EXPECT_EQ(deployments->ReadLine(), std::nullopt);
   EXPECT_TRUE(deployments->body_done());
@@ -627,9 +715,8 @@ TEST_F(HttpServerTest, ResumesAfterTheGivenResourceVersion) {
   std::vector<EventPtr> txn = AppendTxn(140, {{"d"}, {"e"}});
   StartServer();
 
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=120");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=120");
+  ASSERT_TRUE(client);
   EXPECT_EQ(client->ReadLine(), Line(c));
   EXPECT_EQ(client->ReadLine(), Line(txn[0]));
   EXPECT_EQ(client->ReadLine(), Line(txn[1]));
@@ -644,9 +731,8 @@ TEST_F(HttpServerTest, ManySmallWritesStayInOrder) {
     events.push_back(AppendPod(101 + i, "pod-" + std::to_string(i)));
   }
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=100");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
   for (const EventPtr& event : events) {
     ASSERT_EQ(client->ReadLine(), Line(event));
   }
@@ -654,10 +740,8 @@ TEST_F(HttpServerTest, ManySmallWritesStayInOrder) {
 
 TEST_F(HttpServerTest, TooOldResourceVersionGetsOneExpiredEvent) {
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=50");
-  ASSERT_TRUE(client->ReadHeader());
-  EXPECT_EQ(client->status(), 200u);
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=50");
+  ASSERT_TRUE(client);
   EXPECT_EQ(
       client->ReadLine(),
       "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":"
@@ -671,9 +755,8 @@ TEST_F(HttpServerTest, TooOldResourceVersionGetsOneExpiredEvent) {
 
 TEST_F(HttpServerTest, FallingOutOfTheLogEndsWithExpired) {
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(client);
   EventPtr a = AppendPod(110, "a");
   EXPECT_EQ(client->ReadLine(), Line(a));
   log_.AppendBarrier(200);
@@ -692,20 +775,12 @@ TEST_F(HttpServerTest, FutureResourceVersionTimesOutWith504) {
   StartServer();
   auto client = Connect();
   auto start = std::chrono::steady_clock::now();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=500");
-  ASSERT_TRUE(client->ReadResponse());
+  ASSERT_TRUE(
+      Answers(client.get(), "/api/v1/pods?watch=1&resourceVersion=500", 504));
   EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
-  EXPECT_EQ(client->status(), 504u);
-  EXPECT_EQ(client->header(http::field::content_type), "application/json");
-  nlohmann::json status = client->BodyJson();
-  EXPECT_EQ(status["kind"], "Status");
-  EXPECT_EQ(status["reason"], "Timeout");
-  EXPECT_EQ(status["code"], 504);
-  EXPECT_EQ(status["message"],
-            "Timeout: Too large resource version: 500, current: 100");
-  EXPECT_EQ(status["details"]["causes"][0]["reason"],
-            "ResourceVersionTooLarge");
-  EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
+  EXPECT_TRUE(IsStatus(*client, 504, "Timeout",
+                       "Timeout: Too large resource version: 500, current: "
+                       "100"));
 }
 
 TEST_F(HttpServerTest, FutureResourceVersionIsServedOnceReached) {
@@ -730,18 +805,12 @@ TEST_F(HttpServerTest, FutureResourceVersionIsServedOnceReached) {
 TEST_F(HttpServerTest, UnknownResourceIsNotFoundAndKeepsTheConnection) {
   StartServer();
   auto client = Connect();
-  client->Get("/apis/example.com/v1/widgets?watch=1");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 404u);
-  nlohmann::json status = client->BodyJson();
-  EXPECT_EQ(status["reason"], "NotFound");
-  EXPECT_EQ(status["message"],
-            "the server could not find the requested resource");
-  EXPECT_EQ(status["code"], 404);
+  ASSERT_TRUE(
+      Answers(client.get(), "/apis/example.com/v1/widgets?watch=1", 404));
+  EXPECT_TRUE(IsStatus(*client, 404, "NotFound",
+                       "the server could not find the requested resource"));
 
-  client->Get("/healthz");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
   EXPECT_EQ(client->response().body(), "ok");
 }
 
@@ -766,18 +835,10 @@ TEST_F(HttpServerTest, BadPathsAndValuesGetStatusBodies) {
            {"/api/v1/pods?watch=1&timeoutSeconds=-5", 400, "BadRequest",
             "timeoutSeconds"},
            {"/api/v1/pods", 400, "BadRequest", "serves only watches"}}) {
-    client->Get(c.target);
-    ASSERT_TRUE(client->ReadResponse()) << c.target;
-    EXPECT_EQ(client->status(), c.code) << c.target;
-    nlohmann::json status = client->BodyJson();
-    ASSERT_FALSE(status.is_discarded()) << client->response().body();
-    EXPECT_EQ(status["kind"], "Status");
-    EXPECT_EQ(status["status"], "Failure");
-    EXPECT_EQ(status["reason"], c.reason) << c.target;
-    EXPECT_EQ(status["code"], c.code);
-    EXPECT_NE(status["message"].get<std::string>().find(c.in_message),
-              std::string::npos)
-        << status["message"];
+    ASSERT_TRUE(Answers(client.get(), c.target, c.code));
+    EXPECT_TRUE(
+        IsStatus(*client, c.code, c.reason, c.in_message, Match::kContains))
+        << c.target;
   }
   client->SendRaw(
       "POST /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\nContent-Length: "
@@ -818,24 +879,17 @@ TEST_F(HttpServerTest, MalformedHttpGets400AndTheServerSurvives) {
   EXPECT_EQ(big->status(), 431u);
 
   auto client = Connect();
-  client->Get("/healthz");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
 }
 
 TEST_F(HttpServerTest, ReadyzFollowsReplication) {
   ready_ = false;
   StartServer();
   auto client = Connect();
-  client->Get("/readyz");
-  ASSERT_TRUE(client->ReadResponse()) << client->last_error().message();
-  EXPECT_EQ(client->status(), 503u);
+  ASSERT_TRUE(Answers(client.get(), "/readyz", 503));
   ready_ = true;
-  client->Get("/readyz");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
-  client->Get("/livez");
-  ASSERT_TRUE(client->ReadResponse());
+  ASSERT_TRUE(Answers(client.get(), "/readyz", 200));
+  ASSERT_TRUE(Answers(client.get(), "/livez", 200));
   EXPECT_EQ(client->response().body(), "ok");
 }
 
@@ -855,12 +909,10 @@ TEST_F(HttpServerTest, TimeoutSecondsEndsTheStreamWithTheFinalChunk) {
 
 TEST_F(HttpServerTest, StopEndsStreamsCleanlyAndRemovesTheSocket) {
   StartServer();
-  auto watch1 = Connect();
-  watch1->Get("/api/v1/pods?watch=1");
-  ASSERT_TRUE(watch1->ReadHeader());
-  auto watch2 = Connect();
-  watch2->Get("/apis/apps/v1/deployments?watch=1");
-  ASSERT_TRUE(watch2->ReadHeader());
+  auto watch1 = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(watch1);
+  auto watch2 = OpenWatch("/apis/apps/v1/deployments?watch=1");
+  ASSERT_TRUE(watch2);
   auto idle = Connect();
   ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 3; }));
 
@@ -881,9 +933,8 @@ TEST_F(HttpServerTest, StopEndsStreamsCleanlyAndRemovesTheSocket) {
 
 TEST_F(HttpServerTest, StopClosesAClientThatStoppedReading) {
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(client);
   // Far more than the socket buffers hold, never read by the client.
   std::string padding(60 * 1024, 'x');
   for (int i = 0; i < 14; ++i)
@@ -920,9 +971,8 @@ TEST_F(HttpServerTest, ServesLoopbackTcp) {
 
 TEST_F(HttpServerTest, ClientDisconnectFreesItsSession) {
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(client);
   auto idle = Connect();  // between requests
   ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 2; }));
   client->Close();
@@ -1047,20 +1097,8 @@ TEST_F(HttpServerTest, StateErrorBeforeReadyIsTheStatusAnswer) {
     ASSERT_TRUE(stream);
     stream->Fail(c.error);
     ASSERT_TRUE(client->ReadResponse()) << c.error.message;
-    EXPECT_EQ(client->status(), c.code);
-    EXPECT_EQ(client->header(http::field::content_type), "application/json");
-    nlohmann::json status = client->BodyJson();
-    EXPECT_EQ(status["kind"], "Status");
-    EXPECT_EQ(status["reason"], c.reason);
-    EXPECT_EQ(status["code"], c.code);
-    EXPECT_EQ(status["message"], c.error.message);
-    if (c.code == 504) {
-      EXPECT_EQ(status["details"]["causes"][0]["reason"],
-                "ResourceVersionTooLarge");
-      EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
-    } else {
-      EXPECT_FALSE(status.contains("details"));
-    }
+    EXPECT_TRUE(IsStatus(*client, c.code, c.reason, c.error.message));
+    EXPECT_EQ(client->BodyJson().contains("details"), c.code == 504);
     // The watch's connection ends with its answer.
     EXPECT_TRUE(client->ReadEof());
   }
@@ -1127,8 +1165,8 @@ TEST_F(HttpServerTest, StopWhileTheStateIsReadAnswers503) {
   ASSERT_TRUE(stream);
   server_->Stop();
   ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 503u);
-  EXPECT_EQ(client->BodyJson()["reason"], "ServiceUnavailable");
+  EXPECT_TRUE(IsStatus(*client, 503, "ServiceUnavailable",
+                       "walwatch is shutting down"));
   EXPECT_TRUE(WaitFor([&] { return stream->cancelled(); }));
 }
 
@@ -1144,10 +1182,11 @@ TEST_F(HttpServerTest, WithoutAStateSourceInitialEventsAre503) {
         "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
         "NotOlderThan",
         "/walwatch/v1/freshrv", "/walwatch/v1/handoff?snapshot=1:2:"}) {
-    client->Get(target);
-    ASSERT_TRUE(client->ReadResponse()) << target;
-    EXPECT_EQ(client->status(), 503u) << target;
-    EXPECT_EQ(client->BodyJson()["reason"], "ServiceUnavailable");
+    ASSERT_TRUE(Answers(client.get(), target, 503));
+    EXPECT_TRUE(IsStatus(*client, 503, "ServiceUnavailable",
+                         "walwatch runs without a state source",
+                         Match::kContains))
+        << target;
   }
   // A watch from an RV needs no state.
   client->Get("/api/v1/pods?watch=1&resourceVersion=100");
@@ -1213,13 +1252,13 @@ TEST_F(HttpServerTest, WatchListFromAFutureRvWaitsForItThenReadsTheState) {
 TEST_F(HttpServerTest, WatchListFromAnRvNeverReachedIs504) {
   StartServer();
   auto client = Connect();
-  client->Get(
-      "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch="
-      "NotOlderThan&resourceVersion=999");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 504u);
-  EXPECT_EQ(client->BodyJson()["details"]["causes"][0]["reason"],
-            "ResourceVersionTooLarge");
+  ASSERT_TRUE(Answers(client.get(),
+                      "/api/v1/pods?watch=1&sendInitialEvents=true&"
+                      "resourceVersionMatch=NotOlderThan&resourceVersion=999",
+                      504));
+  EXPECT_TRUE(IsStatus(*client, 504, "Timeout",
+                       "Timeout: Too large resource version: 999, current: "
+                       "100"));
   EXPECT_EQ(state_.read_states(), 0);
 }
 
@@ -1228,26 +1267,21 @@ TEST_F(HttpServerTest, SendInitialEventsFalseStartsWithoutState) {
   state_.set_answer({110, std::nullopt});
   StartServer();
   // Unset RV: from the most recent RV, which the state source gives.
-  auto recent = Connect();
-  recent->Get(
+  auto recent = OpenWatch(
       "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
       "NotOlderThan");
-  ASSERT_TRUE(recent->ReadHeader());
-  EXPECT_EQ(recent->status(), 200u);
+  ASSERT_TRUE(recent);
   EXPECT_EQ(state_.fresh_rvs(), 1);
   // RV 0: from any RV, here the log's current one.
-  auto any = Connect();
-  any->Get(
+  auto any = OpenWatch(
       "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
       "NotOlderThan&resourceVersion=0");
-  ASSERT_TRUE(any->ReadHeader());
-  EXPECT_EQ(any->status(), 200u);
+  ASSERT_TRUE(any);
   // RV N: after N, as a plain watch.
-  auto after = Connect();
-  after->Get(
+  auto after = OpenWatch(
       "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
       "NotOlderThan&resourceVersion=100");
-  ASSERT_TRUE(after->ReadHeader());
+  ASSERT_TRUE(after);
   EXPECT_EQ(ParseLine(*after->ReadLine()).name, "a");
 
   EventPtr b = AppendPod(120, "b");
@@ -1259,11 +1293,11 @@ TEST_F(HttpServerTest, SendInitialEventsFalseStartsWithoutState) {
 
   state_.set_answer({0, StateError{504, "Timeout", "not caught up"}});
   auto failing = Connect();
-  failing->Get(
-      "/api/v1/pods?watch=1&sendInitialEvents=false&resourceVersionMatch="
-      "NotOlderThan");
-  ASSERT_TRUE(failing->ReadResponse());
-  EXPECT_EQ(failing->status(), 504u);
+  ASSERT_TRUE(Answers(failing.get(),
+                      "/api/v1/pods?watch=1&sendInitialEvents=false&"
+                      "resourceVersionMatch=NotOlderThan",
+                      504));
+  EXPECT_TRUE(IsStatus(*failing, 504, "Timeout", "not caught up"));
 }
 
 // ---------------------------------------------------------------------------
@@ -1272,9 +1306,9 @@ TEST_F(HttpServerTest, SendInitialEventsFalseStartsWithoutState) {
 TEST_F(HttpServerTest, IdleBookmarksFollowTheCurrentRv) {
   options_.bookmark_interval = 50ms;
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=100&allowWatchBookmarks=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch(
+      "/api/v1/pods?watch=1&resourceVersion=100&allowWatchBookmarks=1");
+  ASSERT_TRUE(client);
   std::optional<uint64_t> rv = ReadBookmark(client.get());
   ASSERT_TRUE(rv);
   EXPECT_EQ(*rv, 100u);
@@ -1293,9 +1327,9 @@ TEST_F(HttpServerTest, IdleBookmarksFollowTheCurrentRv) {
 TEST_F(HttpServerTest, BookmarksWithoutAllowWatchBookmarksAreNotSent) {
   options_.bookmark_interval = 20ms;
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client =
+      OpenWatch("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
+  ASSERT_TRUE(client);
   EventPtr a = AppendPod(110, "a");
   EXPECT_EQ(client->ReadLine(), Line(a));
   EXPECT_EQ(client->ReadLine(), std::nullopt);  // timeout: no bookmark
@@ -1320,11 +1354,10 @@ TEST_F(HttpServerTest, BookmarksNeverPassAnUnsentEventAndNeverGoBack) {
     }
   }
   StartServer();
-  auto client = Connect();
-  client->Get(
+  auto client = OpenWatch(
       "/api/v1/namespaces/ns1/"
       "pods?watch=1&resourceVersion=100&allowWatchBookmarks=true");
-  ASSERT_TRUE(client->ReadHeader());
+  ASSERT_TRUE(client);
   size_t next = 0;  // index in `own` of the next event expected
   uint64_t last_rv = 100;
   int bookmarks = 0;
@@ -1369,11 +1402,10 @@ TEST_F(HttpServerTest, BookmarksNeverPassAnUnsentEventAndNeverGoBack) {
 TEST_F(HttpServerTest, BookmarkJustBeforeTheTimeout) {
   options_.bookmark_interval = 60000ms;
   StartServer();
-  auto client = Connect();
-  client->Get(
+  auto client = OpenWatch(
       "/api/v1/pods?watch=1&resourceVersion=100&allowWatchBookmarks=true&"
       "timeoutSeconds=1");
-  ASSERT_TRUE(client->ReadHeader());
+  ASSERT_TRUE(client);
   EventPtr a = AppendPod(110, "a");
   EXPECT_EQ(client->ReadLine(), Line(a));
   log_.AdvanceCurrentRv(115);
@@ -1505,14 +1537,10 @@ TEST_F(HttpServerTest, InvalidSelectorsAre400) {
            {"labelSelector=-bad-%3Dx", "-bad-"},
            {"fieldSelector=spec.nodeName%3Dn1",
             "field label not supported: spec.nodeName"}}) {
-    client->Get("/api/v1/pods?watch=1&" + c.query);
-    ASSERT_TRUE(client->ReadResponse()) << c.query;
-    EXPECT_EQ(client->status(), 400u) << c.query;
-    nlohmann::json status = client->BodyJson();
-    EXPECT_EQ(status["reason"], "BadRequest");
-    EXPECT_NE(status["message"].get<std::string>().find(c.in_message),
-              std::string::npos)
-        << status["message"];
+    ASSERT_TRUE(Answers(client.get(), "/api/v1/pods?watch=1&" + c.query, 400));
+    EXPECT_TRUE(
+        IsStatus(*client, 400, "BadRequest", c.in_message, Match::kContains))
+        << c.query;
   }
   EXPECT_EQ(state_.read_states(), 0);
 }
@@ -1524,10 +1552,10 @@ TEST_F(HttpServerTest, HandoffAndFreshRvAnswerTheResourceVersion) {
   StartServer();
   auto client = Connect();
   state_.set_answer({4242, std::nullopt});
-  client->Get("/walwatch/v1/handoff?snapshot=700%3A712%3A701%2C705&"
-              "insertLSN=0%2F16B3748");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(),
+                      "/walwatch/v1/handoff?snapshot=700%3A712%3A701%2C705&"
+                      "insertLSN=0%2F16B3748",
+                      200));
   EXPECT_EQ(client->header(http::field::content_type), "application/json");
   EXPECT_EQ(client->response().body(),
             "{\"kind\":\"ResourceVersion\",\"apiVersion\":"
@@ -1538,15 +1566,11 @@ TEST_F(HttpServerTest, HandoffAndFreshRvAnswerTheResourceVersion) {
   EXPECT_EQ(handoffs[0].second, 0x16B3748u);
 
   // Keep-alive: the same connection asks again, without insertLSN.
-  client->Get("/walwatch/v1/handoff?snapshot=1:2:");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/handoff?snapshot=1:2:", 200));
   EXPECT_EQ(state_.handoffs().at(1).second, 0u);
 
   state_.set_answer({5000, std::nullopt});
-  client->Get("/walwatch/v1/freshrv");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/freshrv", 200));
   EXPECT_EQ(client->BodyJson()["resourceVersion"], "5000");
   EXPECT_EQ(state_.fresh_rvs(), 1);
 }
@@ -1568,19 +1592,9 @@ TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
              {{504, "Timeout", "not caught up"}, "Timeout"},
              {{500, "InternalError", "cannot connect"}, "InternalError"}}) {
       state_.set_answer({0, c.error});
-      client->Get(target);
-      ASSERT_TRUE(client->ReadResponse()) << target << " " << c.reason;
-      EXPECT_EQ(client->status(), static_cast<unsigned>(c.error.code));
-      nlohmann::json status = client->BodyJson();
-      EXPECT_EQ(status["kind"], "Status");
-      EXPECT_EQ(status["reason"], c.reason);
-      EXPECT_EQ(status["code"], c.error.code);
-      EXPECT_EQ(status["message"], c.error.message);
-      if (c.error.code == 504) {
-        EXPECT_EQ(status["details"]["causes"][0]["reason"],
-                  "ResourceVersionTooLarge");
-        EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
-      }
+      const unsigned code = static_cast<unsigned>(c.error.code);
+      ASSERT_TRUE(Answers(client.get(), target, code));
+      EXPECT_TRUE(IsStatus(*client, code, c.reason, c.error.message)) << target;
     }
   }
   // Refused before the state source is asked.
@@ -1588,9 +1602,7 @@ TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
   for (const char* target :
        {"/walwatch/v1/handoff", "/walwatch/v1/handoff?snapshot=9:1:",
         "/walwatch/v1/handoff?snapshot=1:2:&insertLSN=16B3748"}) {
-    client->Get(target);
-    ASSERT_TRUE(client->ReadResponse()) << target;
-    EXPECT_EQ(client->status(), 400u) << target;
+    ASSERT_TRUE(Answers(client.get(), target, 400));
   }
   EXPECT_EQ(state_.handoffs().size(), asked);
 }
@@ -1603,9 +1615,8 @@ TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
   Metrics& metrics = metrics_;
   options_.metrics = &metrics;
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&resourceVersion=100");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
   // Far more than the socket buffers and the bound, while the client does
   // not read; the log (8 MiB) keeps all of it.
   std::string padding(4000, 'x');
@@ -1633,20 +1644,17 @@ TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
       << message;
   EXPECT_EQ(client->ReadLine(), std::nullopt);
   EXPECT_TRUE(client->body_done());
-  EXPECT_TRUE(WaitFor([&] {
-    return Sample(metrics.Scrape(),
-                  "walwatch_watchers_terminated_total{reason=\"backlog\"}") ==
-           1;
-  }));
+  EXPECT_TRUE(
+      WaitFor([&] { return Terminated(metrics.Scrape(), "backlog") == 1; }));
 }
 
 TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   Metrics& metrics = metrics_;
   options_.metrics = &metrics;
   StartServer();
-  auto client = Connect();
-  client->Get("/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1");
-  ASSERT_TRUE(client->ReadHeader());
+  auto client = OpenWatch(
+      "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1");
+  ASSERT_TRUE(client);
   EXPECT_TRUE(WaitFor([&] {
     return Sample(metrics.Scrape(),
                   "walwatch_watchers{group=\"\",resource=\"pods\",version="
@@ -1661,23 +1669,18 @@ TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   EXPECT_EQ(ParseLine(*client->ReadLine()).type, "BOOKMARK");
   EXPECT_EQ(client->ReadLine(), std::nullopt);
 
-  auto closing = Connect();
-  closing->Get("/api/v1/pods?watch=1&resourceVersion=120");
-  ASSERT_TRUE(closing->ReadHeader());
-  auto expiring = Connect();
-  expiring->Get("/api/v1/pods?watch=1&resourceVersion=120");
-  ASSERT_TRUE(expiring->ReadHeader());
+  auto closing = OpenWatch("/api/v1/pods?watch=1&resourceVersion=120");
+  ASSERT_TRUE(closing);
+  auto expiring = OpenWatch("/api/v1/pods?watch=1&resourceVersion=120");
+  ASSERT_TRUE(expiring);
   closing->Close();
   // Noticed before the barrier, or the barrier would end it first.
-  EXPECT_TRUE(WaitFor([&] {
-    return Sample(metrics.Scrape(), "walwatch_watchers_terminated_total{"
-                                    "reason=\"client_closed\"}") == 1;
-  }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Terminated(metrics.Scrape(), "client_closed") == 1; }));
   log_.AppendBarrier(200);
   EXPECT_EQ(ParseLine(*expiring->ReadLine()).type, "ERROR");
-  auto too_old = Connect();
-  too_old->Get("/api/v1/pods?watch=1&resourceVersion=150");
-  ASSERT_TRUE(too_old->ReadHeader());
+  auto too_old = OpenWatch("/api/v1/pods?watch=1&resourceVersion=150");
+  ASSERT_TRUE(too_old);
   EXPECT_EQ(ParseLine(*too_old->ReadLine()).type, "ERROR");
 
   // Every watch has ended and been counted (WatchEnded moves the gauge
@@ -1685,30 +1688,17 @@ TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   std::string scrape;
   EXPECT_TRUE(WaitFor([&] {
     scrape = metrics.Scrape();
-    return Sample(scrape,
-                  "walwatch_watchers_terminated_total{reason=\"expired\"}") ==
-               1 &&
-           Sample(scrape,
-                  "walwatch_watchers_terminated_total{reason=\"barrier\"}") ==
-               1;
+    return Terminated(scrape, "expired") == 1 &&
+           Terminated(scrape, "barrier") == 1;
   })) << scrape;
   EXPECT_EQ(Sample(scrape, "walwatch_watchers{group=\"\",resource=\"pods\","
                            "version=\"v1\"}"),
             0)
       << scrape;
-  EXPECT_EQ(Sample(scrape,
-                   "walwatch_watchers_terminated_total{reason=\"timeout\"}"),
-            1) << scrape;
-  EXPECT_EQ(
-      Sample(scrape,
-             "walwatch_watchers_terminated_total{reason=\"client_closed\"}"),
-      1) << scrape;
-  EXPECT_EQ(Sample(scrape,
-                   "walwatch_watchers_terminated_total{reason=\"barrier\"}"),
-            1) << scrape;
-  EXPECT_EQ(Sample(scrape,
-                   "walwatch_watchers_terminated_total{reason=\"expired\"}"),
-            1) << scrape;
+  EXPECT_EQ(Terminated(scrape, "timeout"), 1) << scrape;
+  EXPECT_EQ(Terminated(scrape, "client_closed"), 1) << scrape;
+  EXPECT_EQ(Terminated(scrape, "barrier"), 1) << scrape;
+  EXPECT_EQ(Terminated(scrape, "expired"), 1) << scrape;
   EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"ADDED\"}"), 1);
   EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"MODIFIED\"}"),
             1);
@@ -1725,9 +1715,7 @@ TEST_F(HttpServerTest, PeerAllowListAdmitsAListedGroup) {
   options_.peers.gids = {getgid()};      // but our group
   StartServer();
   auto client = Connect();
-  client->Get("/healthz");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
 }
 
 TEST_F(HttpServerTest, PeerAllowListRefusesOthers) {
@@ -1761,9 +1749,7 @@ TEST_F(HttpServerTest, StartReplacesAStaleSocketAndSetsItsMode) {
   ASSERT_EQ(lstat(options_.socket_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   auto client = Connect();
-  client->Get("/healthz");
-  ASSERT_TRUE(client->ReadResponse());
-  EXPECT_EQ(client->status(), 200u);
+  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
 }
 
 TEST_F(HttpServerTest, StartRefusesBadListenConfigurations) {
