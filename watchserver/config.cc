@@ -216,6 +216,16 @@ std::string JoinIds(const std::vector<uint32_t>& ids) {
 constexpr char kExpectDuration[] =
     "expected a duration such as 30s, 500ms or 1h30m";
 
+// A duration flag with a lower bound: "" or why `text` is refused.
+std::string ParseDurationAtLeast(std::string_view text, milliseconds min,
+                                 milliseconds* value) {
+  milliseconds d;
+  if (!ParseDuration(text, &d)) return kExpectDuration;
+  if (d < min) return "must be at least " + FormatDuration(min);
+  *value = d;
+  return "";
+}
+
 const Flag kFlags[] = {
     {"help", Group::kGeneral, nullptr, "Print this help and exit (also -h).",
      nullptr,
@@ -286,22 +296,16 @@ const Flag kFlags[] = {
      "taken as dead (a silent network partition) and reopened; at least 5s.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
-       milliseconds d;
-       if (!ParseDuration(t, &d)) return kExpectDuration;
-       if (d < std::chrono::seconds(5)) return "must be at least 5s";
-       c->replication_timeout = d;
-       return "";
+       return ParseDurationAtLeast(t, std::chrono::seconds(5),
+                                   &c->replication_timeout);
      },
      [](const Config& c) { return FormatDuration(c.replication_timeout); },
      false, true},
     {"connect-timeout", Group::kPostgreSql, "DURATION",
      "Time allowed to connect to PostgreSQL; at least 1s.", nullptr,
      [](std::string_view t, Config* c) -> std::string {
-       milliseconds d;
-       if (!ParseDuration(t, &d)) return kExpectDuration;
-       if (d < std::chrono::seconds(1)) return "must be at least 1s";
-       c->connect_timeout = d;
-       return "";
+       return ParseDurationAtLeast(t, std::chrono::seconds(1),
+                                   &c->connect_timeout);
      },
      [](const Config& c) { return FormatDuration(c.connect_timeout); }, false,
      true},
@@ -390,11 +394,8 @@ const Flag kFlags[] = {
      "Kubernetes apiserver sends one about every minute.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
-       milliseconds d;
-       if (!ParseDuration(t, &d)) return kExpectDuration;
-       if (d < std::chrono::seconds(1)) return "must be at least 1s";
-       c->bookmark_interval = d;
-       return "";
+       return ParseDurationAtLeast(t, std::chrono::seconds(1),
+                                   &c->bookmark_interval);
      },
      [](const Config& c) { return FormatDuration(c.bookmark_interval); }, false,
      true},
