@@ -436,8 +436,17 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       if (n == 0) break;
       if (n == -1) {
         PgResult res(PQgetResult(conn));
-        *error = "the server ended the replication stream: " +
-                 ExplainPgError(res ? PgResultError(res.get()) : PgError(conn));
+        if (res && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
+          // A walsender ends COPY cleanly only when PostgreSQL shuts down
+          // (after walwatch has reported the last position it was sent).
+          *error = "the server ended the replication stream cleanly "
+                   "(PostgreSQL is shutting down)";
+        } else {
+          std::string why = res ? PgResultError(res.get()) : "";
+          if (why.empty()) why = PgError(conn);
+          *error = "the server ended the replication stream: " +
+                   ExplainPgError(why);
+        }
         return StreamEnd::kError;
       }
       *error = ExplainPgError(PgError(conn));
