@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
@@ -231,12 +232,28 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
 uint64_t ReplicationStream::Impl::FlushPosition() const {
   // Confirm up to the oldest transaction of the replay window, so that a
   // restart re-sends it; with nothing to keep, everything seen so far.
+  uint64_t everything = log->current_rv() + 1;
   int64_t since = NowUnixMicros() -
                   std::chrono::duration_cast<std::chrono::microseconds>(
                       opt.replay_window)
                       .count();
   uint64_t oldest = log->OldestCommitSince(since);
-  return oldest != 0 ? oldest : log->current_rv() + 1;
+  if (oldest == 0) return everything;
+  // The window's limit in WAL: no further back than replay_window_bytes
+  // behind the newest position, at the first transaction committed there.
+  uint64_t newest = std::max(last_received, log->current_rv());
+  if (newest <= opt.replay_window_bytes ||
+      oldest >= newest - opt.replay_window_bytes) {
+    return oldest;
+  }
+  EventLog::SeekResult seek = log->Seek(newest - opt.replay_window_bytes - 1);
+  std::vector<EventPtr> first;
+  if (seek.status != EventLog::SeekStatus::kOk ||
+      log->Read(seek.seq, 1, &first) != EventLog::ReadStatus::kOk) {
+    return oldest;  // the log moved meanwhile: keep what the time says
+  }
+  if (first.empty()) return everything;  // nothing in the log that recent
+  return std::max(oldest, first[0]->commit_lsn);
 }
 
 bool ReplicationStream::Impl::SendStatus(bool reply_requested,

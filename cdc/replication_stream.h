@@ -37,6 +37,9 @@ struct ReplicationOptions {
   // slot's confirmed position back to the oldest transaction younger than
   // this (and still in the log), so that those can be replayed.
   std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
+  // ... but never more than this many bytes of WAL behind the newest
+  // position received.
+  uint64_t replay_window_bytes = uint64_t{512} << 20;
   // A connection that has carried no message for this long is dead (a
   // silent network partition): reconnect. walwatch asks for a keepalive every
   // status interval, so a live server answers far sooner; the margin covers

@@ -476,6 +476,18 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.replay_window); }, false,
      true},
+    {"replay-window-bytes", Group::kEventLog, "SIZE",
+     "The replay window's limit in WAL: the slot is held back at most this "
+     "far behind the newest position received, whatever --replay-window "
+     "says, so a busy server keeps at most this much WAL for it.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseSize(t, &c->replay_window_bytes)
+                  ? ""
+                  : "expected a size such as 512Mi";
+     },
+     [](const Config& c) { return FormatSize(c.replay_window_bytes); },
+     false, true},
     // Event log.
     {"max-log-bytes", Group::kEventLog, "SIZE",
      "Memory budget of the in-memory event log; at least 1Mi. A watch that "

@@ -101,6 +101,9 @@ struct Config {
   // watches with an RV inside it continue without a 410. Longer windows keep
   // more WAL on the server.
   std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
+  // ... and at most this many bytes of WAL: the slot is held back no further
+  // than this behind the newest position received.
+  uint64_t replay_window_bytes = uint64_t{512} << 20;
 
   // Logging.
   LogLevel log_level = LogLevel::kInfo;

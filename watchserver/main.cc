@@ -179,6 +179,7 @@ int Main(int argc, char** argv) {
   // what watchers are still reading.
   repl_options.max_transaction_bytes = config.max_log_bytes / 2;
   repl_options.replay_window = config.replay_window;
+  repl_options.replay_window_bytes = config.replay_window_bytes;
   if (std::string e = LoadMapping(config, &repl_options.mapping); !e.empty()) {
     return Fatal(e);
   }

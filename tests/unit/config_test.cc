@@ -81,6 +81,7 @@ TEST(Config, DefaultJson) {
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
             "\"retained-wal-warn\":\"1Gi\",\"replay-window\":\"10m\","
+            "\"replay-window-bytes\":\"512Mi\","
             "\"max-log-bytes\":\"256Mi\",\"log-level\":\"info\"}");
 }
 
