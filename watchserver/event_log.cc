@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 
 namespace walwatch {
 
@@ -24,6 +25,7 @@ EventLog::AppendResult EventLog::AppendTransaction(
     EvictToFitLocked(incoming);
     txns_.push_back({commit_lsn, events.front()->xid});
     for (auto& e : events) {
+      IndexAppendLocked(*e, first_seq_ + events_.size());
       offsets_.push_back(appended_bytes_);
       appended_bytes_ += e->MemoryBytes();
       events_.push_back(std::move(e));
@@ -50,6 +52,8 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
     // The barrier takes one sequence number of its own, evicted at once, so
     // that a watcher at the tail is behind it too and gets 410 Expired.
     first_seq_ += events_.size() + 1;
+    barrier_end_seq_ = first_seq_;
+    wake_all_keyed_ = true;
     events_.clear();
     offsets_.clear();
     bytes_ = 0;
@@ -269,7 +273,97 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   wake.reserve(waiters_.size());
   for (auto& w : waiters_) wake.push_back(std::move(w.second));
   waiters_.clear();
+  auto take = [&](std::vector<KeyedWaiter>& keyed) {
+    for (KeyedWaiter& w : keyed) wake.push_back(std::move(w.wake));
+    keyed_waiter_count_ -= keyed.size();
+  };
+  if (wake_all_keyed_) {
+    for (auto& [key, keyed] : keyed_waiters_) take(keyed);
+    keyed_waiters_.clear();
+  } else {
+    for (const std::string& key : appended_keys_) {
+      auto it = keyed_waiters_.find(key);
+      if (it == keyed_waiters_.end()) continue;
+      take(it->second);
+      keyed_waiters_.erase(it);
+    }
+  }
+  wake_all_keyed_ = false;
+  appended_keys_.clear();
   return wake;
+}
+
+std::string EventLog::ResourceKey(std::string_view group,
+                                  std::string_view version,
+                                  std::string_view resource) {
+  std::string key;
+  key.reserve(group.size() + version.size() + resource.size() + 2);
+  key.append(group).append(1, '/').append(version).append(1, '/').append(
+      resource);
+  return key;
+}
+
+void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {
+  key_scratch_.clear();
+  key_scratch_.append(event.group)
+      .append(1, '/')
+      .append(event.version)
+      .append(1, '/')
+      .append(event.resource);
+  auto it = last_seq_of_.find(key_scratch_);
+  if (it == last_seq_of_.end()) {
+    last_seq_of_.emplace(key_scratch_, seq);
+  } else {
+    it->second = seq;
+  }
+  if (std::find(appended_keys_.begin(), appended_keys_.end(), key_scratch_) ==
+      appended_keys_.end()) {
+    appended_keys_.push_back(key_scratch_);
+  }
+}
+
+void EventLog::WaitForAppendOf(uint64_t seq, const std::string& resource_key,
+                               std::weak_ptr<const void> owner,
+                               std::function<void()> wake) {
+  std::vector<KeyedWaiter> dropped;  // destroyed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seq >= first_seq_ + events_.size() && seq >= first_seq_) {
+      keyed_waiters_[resource_key].push_back(
+          KeyedWaiter{std::move(owner), std::move(wake)});
+      ++keyed_waiter_count_;
+      // Amortized: sweep once the count has doubled since the last sweep.
+      if (keyed_waiter_count_ > 2 * keyed_waiters_after_drop_ + 64) {
+        DropGoneKeyedWaitersLocked(&dropped);
+      }
+      return;
+    }
+  }
+  wake();
+}
+
+void EventLog::DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped) {
+  for (auto it = keyed_waiters_.begin(); it != keyed_waiters_.end();) {
+    std::vector<KeyedWaiter>& keyed = it->second;
+    auto gone = std::stable_partition(
+        keyed.begin(), keyed.end(),
+        [](const KeyedWaiter& w) { return !w.owner.expired(); });
+    keyed_waiter_count_ -= static_cast<size_t>(keyed.end() - gone);
+    std::move(gone, keyed.end(), std::back_inserter(*dropped));
+    keyed.erase(gone, keyed.end());
+    it = keyed.empty() ? keyed_waiters_.erase(it) : std::next(it);
+  }
+  keyed_waiters_after_drop_ = keyed_waiter_count_;
+}
+
+uint64_t EventLog::SkipOtherResources(uint64_t seq,
+                                      const std::string& resource_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t tail = first_seq_ + events_.size();
+  if (seq >= tail || barrier_end_seq_ > seq) return seq;
+  auto it = last_seq_of_.find(resource_key);
+  if (it != last_seq_of_.end() && it->second >= seq) return seq;
+  return tail;
 }
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {

@@ -21,8 +21,11 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "watchserver/event.h"
@@ -95,6 +98,29 @@ class EventLog {
   // to a strand) and must not call back into the log synchronously.
   void WaitForAppend(uint64_t seq, std::function<void()> wake);
 
+  // The watch sessions' index from resource to watchers: a watch of one
+  // resource (group, version, resource: ResourceKey) never sends an event of
+  // another, so it waits only for its own. WaitForAppendOf is WaitForAppend
+  // (same rules for `wake`) but called only for an appended event of
+  // `resource_key` or a barrier (or at once if tail_seq() > seq already).
+  // Meanwhile the cursor of such a waiter stays where it was while other
+  // resources' events pile up: SkipOtherResources moves it past them.
+  // `owner` is the waiter's owner: entries whose owner is gone are dropped
+  // now and then, so waiters of watches that ended on a resource that never
+  // changes again do not accumulate.
+  static std::string ResourceKey(std::string_view group,
+                                 std::string_view version,
+                                 std::string_view resource);
+  void WaitForAppendOf(uint64_t seq, const std::string& resource_key,
+                       std::weak_ptr<const void> owner,
+                       std::function<void()> wake);
+  // Where a watch of `resource_key` whose cursor is at `seq` may continue:
+  // tail_seq() if no event of that resource and no barrier was appended at
+  // or after `seq` (everything in between is for other resources, even what
+  // was evicted since), else `seq` itself.
+  uint64_t SkipOtherResources(uint64_t seq,
+                              const std::string& resource_key) const;
+
   // The commit LSN of the oldest retained transaction that committed at or
   // after `since_unix_us`, or 0 if there is none. The replication stream
   // confirms no further than this, so a restart can replay it.
@@ -156,6 +182,15 @@ class EventLog {
 
  private:
   void EvictToFitLocked(size_t incoming_bytes);
+  struct KeyedWaiter {
+    std::weak_ptr<const void> owner;
+    std::function<void()> wake;
+  };
+  // Notes the resource of the event appended at `seq` (the index of
+  // WaitForAppendOf and SkipOtherResources).
+  void IndexAppendLocked(const Event& event, uint64_t seq);
+  // Moves out the waiters whose owner is gone, to be destroyed unlocked.
+  void DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped);
   std::vector<std::function<void()>> TakeWaitersLocked();
   void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake);
 
@@ -176,6 +211,19 @@ class EventLog {
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
   bool batching_ = false;             // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
+  // By resource key; woken by TakeWaitersLocked for the keys in
+  // appended_keys_, all of them after a barrier.
+  std::unordered_map<std::string, std::vector<KeyedWaiter>>
+      keyed_waiters_;                             // GUARDED_BY(mu_)
+  size_t keyed_waiter_count_ = 0;                 // GUARDED_BY(mu_)
+  size_t keyed_waiters_after_drop_ = 0;           // GUARDED_BY(mu_)
+  std::vector<std::string> appended_keys_;        // GUARDED_BY(mu_)
+  bool wake_all_keyed_ = false;                   // GUARDED_BY(mu_)
+  // The last seq each resource key ever had (never forgotten on eviction),
+  // and one past the seq of the last barrier.
+  std::unordered_map<std::string, uint64_t> last_seq_of_;  // GUARDED_BY(mu_)
+  uint64_t barrier_end_seq_ = 0;                           // GUARDED_BY(mu_)
+  std::string key_scratch_;                                // GUARDED_BY(mu_)
   struct RvWaiter {
     uint64_t id;
     std::function<void()> wake;

@@ -61,6 +61,10 @@ int64_t NowUnixMicros() {
       .count();
 }
 
+std::string ResourceKeyOf(const WatchRequest& watch) {
+  return EventLog::ResourceKey(watch.group, watch.version, watch.resource);
+}
+
 // Moves events from `from` (starting at *next) into a batch of at most
 // `max_bytes` of wire (at least one event).
 std::vector<EventPtr> TakeWriteBatch(const std::vector<EventPtr>& from,
@@ -371,6 +375,9 @@ void WatchSession::Pump() {
   if (initial_) return PumpInitialState();
 
   EventLog& log = context_->log;
+  // While this watch waited only for its own resource's events (WaitForLog),
+  // other resources' may have piled up behind its cursor: step over them.
+  seq_ = log.SkipOtherResources(seq_, ResourceKeyOf(watch_));
   if (bookmark_due_) {
     bookmark_due_ = false;
     // Everything before seq_ has been sent or filtered out: resuming from
@@ -479,8 +486,10 @@ void WatchSession::WaitForLog() {
   std::weak_ptr<WatchSession> weak = weak_from_this();
   // Runs on the appending thread: only hand over to the strand. The log
   // holds nothing but the weak_ptr, so a session that ends is freed at once;
-  // the strong reference taken here moves into the posted handler.
-  context_->log.WaitForAppend(seq_, [weak] {
+  // the strong reference taken here moves into the posted handler. Only an
+  // event of the watched resource (or a barrier) wakes it: with watches
+  // spread over many resources, an append wakes just its own watchers.
+  context_->log.WaitForAppendOf(seq_, ResourceKeyOf(watch_), weak, [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
       net::any_io_executor strand = self->strand_;
       net::post(strand, [self = std::move(self)] {
@@ -587,6 +596,7 @@ void WatchSession::FinishStream() {
   // claim events the client has not received.
   if (!initial_ && watch_.allow_watch_bookmarks && !final_bookmark_sent_) {
     final_bookmark_sent_ = true;
+    seq_ = context_->log.SkipOtherResources(seq_, ResourceKeyOf(watch_));
     uint64_t rv = context_->log.ResumeRvAt(seq_);
     if (rv != 0) {
       bookmark_rearm_ = false;

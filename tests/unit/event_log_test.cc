@@ -320,6 +320,94 @@ TEST_F(EventLogTest, WaitForAppendFiresAtOnceWhenDataIsThere) {
   EXPECT_EQ(woken, 2);
 }
 
+// One event of `resource` (group "g", version "v1") in its own transaction.
+std::vector<EventPtr> OneOf(const std::string& resource, uint64_t commit,
+                            uint64_t prev) {
+  auto e = std::make_shared<Event>();
+  e->group = "g";
+  e->version = "v1";
+  e->resource = resource;
+  e->rv = commit;
+  e->commit_lsn = commit;
+  e->last_in_txn = true;
+  e->name = resource + "@" + std::to_string(commit);
+  e->wire = std::string(100, 'x');
+  (void)prev;
+  return {e};
+}
+
+TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
+  EventLog log(kBig, 10);
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  auto owner = std::make_shared<int>(0);
+  int woken = 0;
+  log.WaitForAppendOf(log.tail_seq(), pods, owner, [&] { ++woken; });
+  log.AppendTransaction(20, OneOf("nodes", 20, 10));
+  log.AppendTransaction(30, OneOf("nodes", 30, 20));
+  EXPECT_EQ(woken, 0);
+  // Its cursor (0) may step over the other resource's events...
+  EXPECT_EQ(log.SkipOtherResources(0, pods), 2u);
+  log.AppendTransaction(40, OneOf("pods", 40, 30));
+  EXPECT_EQ(woken, 1);
+  // ...but never over one of its own.
+  EXPECT_EQ(log.SkipOtherResources(0, pods), 0u);
+  EXPECT_EQ(log.SkipOtherResources(2, pods), 2u);
+  EXPECT_EQ(log.SkipOtherResources(3, pods), 3u);  // the tail
+
+  // Batched appends wake once, at EndBatch.
+  log.WaitForAppendOf(log.tail_seq(), pods, owner, [&] { ++woken; });
+  log.BeginBatch();
+  log.AppendTransaction(50, OneOf("pods", 50, 40));
+  EXPECT_EQ(woken, 1);
+  log.EndBatch();
+  EXPECT_EQ(woken, 2);
+}
+
+TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
+  auto one = OneOf("pods", 20, 10)[0]->MemoryBytes();
+  EventLog log(2 * one, 10);
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  log.AppendTransaction(20, OneOf("pods", 20, 10));    // seq 0
+  log.AppendTransaction(30, OneOf("nodes", 30, 20));   // seq 1
+  log.AppendTransaction(40, OneOf("nodes", 40, 30));   // seq 2, evicts 0
+  log.AppendTransaction(50, OneOf("nodes", 50, 40));   // seq 3, evicts 1
+  EXPECT_EQ(log.first_seq(), 2u);
+  // A cursor at 1 is behind the log, but only other resources' events were
+  // evicted: it continues at the tail rather than with 410.
+  EXPECT_EQ(log.SkipOtherResources(1, pods), 4u);
+  // A cursor at 0 missed its own event: it stays, and Read says Expired.
+  EXPECT_EQ(log.SkipOtherResources(0, pods), 0u);
+
+  int woken = 0;
+  auto owner = std::make_shared<int>(0);
+  log.WaitForAppendOf(4, pods, owner, [&] { ++woken; });
+  log.AppendBarrier(60);
+  EXPECT_EQ(woken, 1);  // a barrier wakes every resource's waiters
+  EXPECT_EQ(log.SkipOtherResources(4, pods), 4u);
+  std::vector<EventPtr> out;
+  EXPECT_EQ(log.Read(4, 10, &out), EventLog::ReadStatus::kExpired);
+}
+
+TEST(EventLog, WaitersOfEndedWatchesAreDropped) {
+  EventLog log(kBig, 10);
+  const std::string idle = EventLog::ResourceKey("g", "v1", "idle");
+  auto alive = std::make_shared<int>(0);
+  int woken = 0;
+  log.WaitForAppendOf(0, idle, alive, [&] { ++woken; });
+  // Many watches that ended while waiting on a resource that never changes.
+  auto sentinel = std::make_shared<int>(0);
+  std::weak_ptr<int> watch_sentinel = sentinel;
+  for (int i = 0; i < 1000; ++i) {
+    auto owner = std::make_shared<int>(i);
+    log.WaitForAppendOf(0, idle, owner, [sentinel] {});
+  }
+  sentinel.reset();
+  // The sweeps released them (and what their callbacks held).
+  EXPECT_TRUE(watch_sentinel.use_count() < 200);
+  log.AppendTransaction(20, OneOf("idle", 20, 10));
+  EXPECT_EQ(woken, 1);
+}
+
 TEST_F(EventLogTest, WaitForAppendFiresOnceOnAppend) {
   int woken = 0;
   std::thread::id woke_on;
