@@ -247,7 +247,7 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(net::io_context& io, EventLog& log,
                        ResourceCatalog& catalog, HttpServerOptions options,
-                       std::function<bool()> ready)
+                       std::function<std::string()> ready)
     : impl_(std::make_unique<Impl>(
           io, std::make_shared<ServerContext>(log, catalog, std::move(options),
                                               std::move(ready)))) {}

@@ -62,10 +62,11 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // `ready` answers /readyz: true once replication is streaming.
+  // `ready` answers /readyz: "" when ready (streaming and caught up), else
+  // why not, which becomes the 503's body. Null: always ready.
   HttpServer(boost::asio::io_context& io, EventLog& log,
              ResourceCatalog& catalog, HttpServerOptions options,
-             std::function<bool()> ready);
+             std::function<std::string()> ready);
   ~HttpServer();
 
   // Removes a stale socket file, binds, sets the mode, starts accepting.

@@ -253,8 +253,7 @@ int Main(int argc, char** argv) {
   }
   http_options.state = &state;
   http_options.metrics = &metrics;
-  HttpServer server(io, log, catalog, http_options,
-                    [&ready] { return ready().empty(); });
+  HttpServer server(io, log, catalog, http_options, ready);
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {

@@ -264,10 +264,11 @@ void WatchSession::HandleRequest() {
     case RouteKind::kLivez:
       return SendText(200, "ok", keep_alive_);
     case RouteKind::kReadyz:
-      if (!context_->ready || context_->ready()) {
-        return SendText(200, "ok", keep_alive_);
+      if (std::string why = context_->ready ? context_->ready() : "";
+          !why.empty()) {
+        return SendText(503, why, keep_alive_);
       }
-      return SendText(503, "replication is not streaming yet", keep_alive_);
+      return SendText(200, "ok", keep_alive_);
     case RouteKind::kHandoff:
       return AskStateSource(Awaiting::kHandoffRv, &parsed.handoff);
     case RouteKind::kFreshRv:

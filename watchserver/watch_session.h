@@ -84,7 +84,7 @@ class SessionRegistry {
 // `catalog` are kept alive by HttpServer's caller (see http_server.h).
 struct ServerContext {
   ServerContext(EventLog& log, ResourceCatalog& catalog,
-                HttpServerOptions options, std::function<bool()> ready)
+                HttpServerOptions options, std::function<std::string()> ready)
       : log(log),
         catalog(catalog),
         options(std::move(options)),
@@ -93,7 +93,7 @@ struct ServerContext {
   EventLog& log;
   ResourceCatalog& catalog;
   const HttpServerOptions options;
-  const std::function<bool()> ready;
+  const std::function<std::string()> ready;  // "" or why not ready
   SessionRegistry sessions;
 };
 

@@ -291,6 +291,8 @@ TEST_F(OperationsTest, ReadyzWaitsUntilTheBacklogIsStreamed) {
       HttpGet(ww.socket_path(), "/readyz", In(kEventWait));
   EXPECT_EQ(socket_probe.status, 503)
       << socket_probe.error << socket_probe.body;
+  EXPECT_EQ(socket_probe.body.rfind("catching up: ", 0), 0u)
+      << socket_probe.body;
   const std::string scrape = TcpGet(port, "/metrics").body;
   EXPECT_EQ(Sample(scrape, "walwatch_replication_streaming"), 1) << scrape;
   EXPECT_GT(Sample(scrape, "walwatch_replication_lag_bytes"),

@@ -541,7 +541,9 @@ class HttpServerTest : public ::testing::Test {
 
   void StartServer() {
     server_ = std::make_unique<HttpServer>(io_, log_, catalog_, options_,
-                                           [this] { return ready_.load(); });
+                                           [this]() -> std::string {
+                                             return ready_ ? "" : "not yet";
+                                           });
     ASSERT_EQ(server_->Start(), "");
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
   }
@@ -887,6 +889,7 @@ TEST_F(HttpServerTest, ReadyzFollowsReplication) {
   StartServer();
   auto client = Connect();
   ASSERT_TRUE(Answers(client.get(), "/readyz", 503));
+  EXPECT_EQ(client->response().body(), "not yet");  // the reason, verbatim
   ready_ = true;
   ASSERT_TRUE(Answers(client.get(), "/readyz", 200));
   ASSERT_TRUE(Answers(client.get(), "/livez", 200));
