@@ -5,10 +5,11 @@
 #   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
 #   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
+#   make soak   1,000 watchers, steady writes, SOAK_MINUTES=10; RSS and fds must stay flat (tests/bench/soak.sh)
 BUILD_DIR ?= build
 JOBS ?= 2
 
-.PHONY: all run test test-fault bench package clean deps fuzz
+.PHONY: all run test test-fault bench soak package clean deps fuzz
 
 all:
 	@cmake -S . -B $(BUILD_DIR) || { echo "cmake failed; missing packages? try: make deps" >&2; exit 1; }
@@ -27,6 +28,10 @@ test-fault:
 
 bench:
 	tests/bench/run-bench.sh
+
+# Not in CI: 1,000 watchers for SOAK_MINUTES (10); appends to BENCHMARKS.md.
+soak:
+	tests/bench/soak.sh
 
 fuzz:
 	tests/fuzz/run-fuzz.sh

@@ -5,18 +5,29 @@
 #   tests/bench/run-bench.sh
 #
 # 1. cmake -DWALWATCH_BUILD_BENCH=ON in build-bench/ (the build type `make`
-#    ships, RelWithDebInfo), targets decoder_bench, watch_count, walwatch;
+#    ships, RelWithDebInfo), targets decoder_bench, watch_count,
+#    bench_writer, fanout_client, walwatch;
 # 2. decoder_bench, 5 repetitions, medians (tests/bench/decoder_bench.cc);
-# 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical.
+# 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical;
+# 4. tests/bench/fanout_bench.sh: commit -> client latency and walwatch's CPU
+#    with 1 to 5,000 watchers at 100 to 5,000 commits/s;
+# 5. tests/bench/memory_bench.sh: RSS per idle watcher, event-log RSS per
+#    wire byte;
+# 6. tests/bench/replay_bench.sh: time to rebuild the window after a restart.
+# About 25 minutes on 2 cores. The soak is separate: `make soak`
+# (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|drain   run one half only
+#   BENCH_ONLY=decoder|drain|fanout|memory|replay   run only these (a comma-
+#                              separated list)
 #   BENCH_REPETITIONS (5)      decoder_bench repetitions
 #   BENCH_MIN_TIME (0.5)       decoder_bench seconds per repetition
 #   BENCH_FILTER               decoder_bench --benchmark_filter
 #   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md alone
 #   BENCH_BUILD_DIR (build-bench), JOBS (2)
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
+#   BENCH_FANOUT_*, BENCH_MEMORY_*, BENCH_REPLAY_*, BENCH_OBJECT_BYTES: see
+#                              fanout_bench.sh, memory_bench.sh, replay_bench.sh
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
 set -euo pipefail
 
@@ -29,8 +40,13 @@ MIN_TIME=${BENCH_MIN_TIME:-0.5}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-[[ -z "$ONLY" || "$ONLY" == decoder || "$ONLY" == drain ]] ||
-  { say "BENCH_ONLY must be decoder or drain"; exit 2; }
+PARTS=(decoder drain fanout memory replay)
+for part in ${ONLY//,/ }; do
+  [[ " ${PARTS[*]} " == *" $part "* ]] ||
+    { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
+done
+# Whether a part runs: all of them unless BENCH_ONLY names some.
+want() { [[ -z "$ONLY" || ",${ONLY// /,}," == *",$1,"* ]]; }
 
 WORK=$(mktemp -d /tmp/ww-runbench.XXXXXX)
 trap 'rm -rf -- "$WORK"' EXIT
@@ -38,7 +54,8 @@ trap 'rm -rf -- "$WORK"' EXIT
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "configuring and building in $BUILD_DIR ..."
 cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF >/dev/null
-cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench watch_count walwatch
+cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench watch_count \
+  bench_writer fanout_client walwatch
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
@@ -47,17 +64,24 @@ DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
 DRAIN_ENV="BENCH_ROWS=${BENCH_ROWS:-100000} BENCH_TXN=${BENCH_TXN:-single} BENCH_REPS=${BENCH_REPS:-3}"
 [[ "${BENCH_TXN:-single}" == batch ]] && DRAIN_ENV+=" BENCH_BATCH=${BENCH_BATCH:-1000}"
 
-if [[ "$ONLY" != drain ]]; then
+if want decoder; then
   say "running ${DECODER_CMD[*]} ..."
   "${DECODER_CMD[@]}" --benchmark_out="$WORK/decoder.json" \
     --benchmark_out_format=json
 fi
-if [[ "$ONLY" != decoder ]]; then
+if want drain; then
   say "running $DRAIN_ENV tests/bench/drain_bench.sh ..."
   # shellcheck disable=SC2086  # DRAIN_ENV is NAME=value words
   env $DRAIN_ENV WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" \
     BENCH_DRAIN_OUT="$WORK/drain.env" tests/bench/drain_bench.sh
 fi
+# The fan-out, memory and replay benchmarks: each prints its own section.
+for part in fanout memory replay; do
+  want "$part" || continue
+  say "running tests/bench/${part}_bench.sh ..."
+  WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
+    "tests/bench/${part}_bench.sh"
+done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the report ---------------------------------------------------------------
@@ -132,10 +156,16 @@ decoder_table() {
   echo "Commands (\`make bench\` = \`tests/bench/run-bench.sh\`):"
   echo
   echo '```'
-  if [[ "$ONLY" != drain ]]; then echo "${DECODER_CMD[*]}"; fi
-  if [[ "$ONLY" != decoder ]]; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
+  if want decoder; then echo "${DECODER_CMD[*]}"; fi
+  if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
+  for part in fanout memory replay; do
+    if want "$part"; then
+      env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
+      echo "tests/bench/${part}_bench.sh"
+    fi
+  done
   echo '```'
-  if [[ "$ONLY" != drain ]]; then
+  if want decoder; then
     echo
     echo "Decoder, one core, median of $REPETITIONS; GB/s = 10^9 bytes of wal2json input (B, row and C lines of one-row transactions) per CPU-second:"
     echo
@@ -143,7 +173,7 @@ decoder_table() {
     echo
     echo "simdjson kernels: $(awk -F'"' '/"simdjson_(ondemand|dom)_kernel"/ { printf "%s%s %s", sep, $2, $4; sep = ", " }' "$WORK/decoder.json")."
   fi
-  if [[ "$ONLY" != decoder ]]; then
+  if want drain; then
     # shellcheck disable=SC1091  # drain_bench.sh's key=value lines
     source "$WORK/drain.env"
     verdict=$(awk -v r="$ratio" 'BEGIN { if (r >= 0.9) print "met"; else printf "missed by %.0f%% (%.2f of the 0.9 target)", 100 * (0.9 - r) / 0.9, r / 0.9 }')
@@ -158,6 +188,9 @@ decoder_table() {
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
+  for part in fanout memory replay; do
+    if want "$part"; then cat "$WORK/$part.md"; fi
+  done
 } >"$WORK/report.md"
 
 echo

@@ -1,0 +1,158 @@
+# Shared by fanout_bench.sh, memory_bench.sh, replay_bench.sh and soak.sh
+# (sourced, not run): a throwaway PostgreSQL with Clusterpedia's table,
+# walwatch started and stopped, and /proc figures of a process.
+#
+#   source tests/bench/bench_lib.sh
+#   bench_init NAME          work directory, sandbox, schema; sets ROOT, DIR,
+#                            CONNINFO, WALWATCH_BIN, BENCH_WRITER,
+#                            FANOUT_CLIENT; cleanup on exit
+#   start_walwatch SLOT [FLAGS...]   sets WALWATCH_PID, SOCK, METRICS_ADDR;
+#                            returns once /readyz answers 200
+#   stop_walwatch [SIGNAL]   TERM by default; waits for the exit
+#
+# Environment: WALWATCH_BIN (default build-bench/walwatch, else
+# build/walwatch), BENCH_KEEP=1 keeps the work directory, BENCH_TIMEOUT (600)
+# bounds any one wait.
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # variables for the scripts that source this
+
+bench_say() { echo "${BENCH_NAME:-bench}: $*" >&2; }
+bench_die() { bench_say "$*"; exit 1; }
+
+bench_init() {
+  BENCH_NAME=$1
+  ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  if [[ -z "${WALWATCH_BIN:-}" ]]; then
+    WALWATCH_BIN=$ROOT/build-bench/walwatch
+    [[ -x "$WALWATCH_BIN" ]] || WALWATCH_BIN=$ROOT/build/walwatch
+  fi
+  local bin_dir
+  bin_dir=$(dirname "$WALWATCH_BIN")
+  BENCH_WRITER=${BENCH_WRITER:-$bin_dir/bench_writer}
+  FANOUT_CLIENT=${FANOUT_CLIENT:-$bin_dir/fanout_client}
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
+  local b
+  for b in "$WALWATCH_BIN" "$BENCH_WRITER" "$FANOUT_CLIENT"; do
+    [[ -x "$b" ]] || bench_die "no $b; build the bench targets first (make bench builds them)"
+  done
+  # Thousands of connections: the client and walwatch need the descriptors.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+  WALWATCH_PID=""
+  CLIENT_PID=""
+  DIR=$(mktemp -d "/tmp/ww-$BENCH_NAME.XXXXXX")
+  chmod 0755 "$DIR"
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")"
+  CONNINFO="host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
+  psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
+}
+
+# shellcheck disable=SC2317  # called from the EXIT trap
+bench_cleanup() {
+  local rc=$?
+  set +e
+  trap '' INT TERM
+  [[ -z "$CLIENT_PID" ]] || { kill -TERM "$CLIENT_PID" 2>/dev/null; wait "$CLIENT_PID" 2>/dev/null; }
+  stop_walwatch KILL
+  if [[ -n "${DIR:-}" ]]; then
+    "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR/pg" >/dev/null 2>&1
+    if [[ "${BENCH_KEEP:-}" == 1 ]]; then
+      bench_say "kept $DIR"
+    else
+      rm -rf -- "$DIR"
+    fi
+  fi
+  exit "$rc"
+}
+
+# A free loopback TCP port for --metrics-address.
+free_port() {
+  local port
+  for port in $(shuf -i 20000-60000 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  bench_die "no free TCP port"
+}
+
+start_walwatch() {
+  local slot=$1 i
+  shift
+  SOCK=$DIR/walwatch.sock
+  METRICS_ADDR=127.0.0.1:$(free_port)
+  "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "$slot" --socket "$SOCK" \
+    --metrics-address "$METRICS_ADDR" --log-level warn "$@" \
+    >>"$DIR/walwatch.log" 2>&1 &
+  WALWATCH_PID=$!
+  for ((i = 0; i < BENCH_TIMEOUT * 20; i++)); do
+    kill -0 "$WALWATCH_PID" 2>/dev/null || { tail -n 20 "$DIR/walwatch.log" >&2; bench_die "walwatch exited"; }
+    [[ "$(readyz)" == 200 ]] && return 0
+    sleep 0.05
+  done
+  bench_die "walwatch not ready after $BENCH_TIMEOUT s"
+}
+
+stop_walwatch() {
+  local sig=${1:-TERM} pid=$WALWATCH_PID i
+  WALWATCH_PID=""
+  [[ -n "$pid" ]] || return 0
+  kill "-$sig" "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# HTTP status of /readyz on walwatch's socket (000 if it does not answer).
+readyz() {
+  curl -s -o /dev/null -w '%{http_code}' --max-time 2 --unix-socket "$SOCK" \
+    http://walwatch/readyz 2>/dev/null || true
+}
+
+# walwatch's current resourceVersion at least as new as the database's WAL.
+fresh_rv() {
+  curl -sf --max-time 10 --unix-socket "$SOCK" http://walwatch/walwatch/v1/freshrv |
+    sed -n 's/.*"resourceVersion":"\([0-9]*\)".*/\1/p'
+}
+
+# One gauge or counter of walwatch's /metrics (no labels), or empty.
+metric() {
+  curl -s --max-time 2 "http://$METRICS_ADDR/metrics" 2>/dev/null |
+    awk -v m="$1" '$1 == m { printf "%.0f\n", $2 }'
+}
+
+# CPU time (user + system, all threads) of a process, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+CLK_TCK=$(getconf CLK_TCK)
+# Resident set size in KiB, and open descriptors, of a process.
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+fd_count() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
+# Busy CPU ticks of the whole machine (all but idle and iowait).
+machine_busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
+now_s() { date +%s.%N; }
+
+# Median of numbers, one per line (the lower middle's mean for an even count).
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# The value of KEY in a key=value file.
+kv() { sed -n "s/^$2=//p" "$1" | head -n 1 | tr -d "'"; }
+
+# Waits for a file to appear (a client's --ready-file); fails if `pid` dies.
+wait_for_file() {
+  local file=$1 pid=$2 i
+  for ((i = 0; i < BENCH_TIMEOUT * 20; i++)); do
+    [[ -e "$file" ]] && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}

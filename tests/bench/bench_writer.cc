@@ -1,0 +1,437 @@
+// bench_writer: the fan-out, memory, replay and soak benchmarks' writer. It
+// updates rows of Clusterpedia's `resources` table at a fixed rate, one
+// autocommit UPDATE per write (as Clusterpedia's collector does for a
+// MODIFIED), and stamps every object with the writer's wall clock, so that a
+// watcher can tell how long a write took to reach it with no second channel:
+//
+//   metadata.annotations["bench.walwatch.io/stamp"] = "W:SEQ:NS"
+//
+// W is the writer thread (0..--writers-1), SEQ its own sequence number
+// (1, 2, ... in commit order, since each thread writes on one connection, one
+// statement at a time) and NS the CLOCK_REALTIME nanoseconds taken just
+// before the statement is sent. The commit follows within the statement's
+// round trip, which is reported (statement_p50_us, statement_p99_us), so
+// "commit to client" measured from NS overstates by at most that much.
+//
+//   bench_writer --conninfo STR --setup [--mode one|spread] [--objects N]
+//                [--object-bytes B]
+//   bench_writer --conninfo STR [--mode one|spread] [--objects N]
+//                [--object-bytes B] [--rate R] [--duration S | --count N]
+//                [--writers W] [--out FILE]
+//
+// Modes (the objects --setup inserts and the run updates):
+//   one     N (default 100) Deployments apps/v1 deployments, cluster c1,
+//           namespace bench; labels app=bench, shard=s(i%4).
+//   spread  100 resources bench.walwatch.io/v1 widgets00..widgets99 (kind
+//           Widget) x 10 namespaces ns-0..ns-9 x N (default 4) objects,
+//           labels app=bench, shard=s(i%4). Writes go round-robin over all.
+// --rate: commits/s over all writers (0: as fast as they go); each thread
+// keeps its own schedule of rate/W. --duration (seconds) or --count (writes
+// in total) ends the run; SIGINT/SIGTERM end it early.
+// --out FILE: key=value results (also printed on stdout): writes, seconds,
+// rate, statement round trip p50/p99/max, and last_seq_W per writer (the
+// watchers' end condition).
+//
+// Only libpq; Boost.Histogram for the round-trip percentiles.
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <boost/histogram.hpp>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace bh = boost::histogram;
+
+std::atomic<bool> g_stop{false};
+extern "C" void OnSignal(int) { g_stop.store(true); }
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "bench_writer: %s\n", message.c_str());
+  std::exit(1);
+}
+
+int64_t RealtimeNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+struct Options {
+  std::string conninfo;
+  bool setup = false;
+  std::string mode = "one";
+  int objects = 0;  // per stream; 0: the mode's default
+  int object_bytes = 1024;
+  double rate = 1000;
+  double duration_s = 0;
+  uint64_t count = 0;
+  int writers = 1;
+  std::string out;
+};
+
+// One row the run updates.
+struct Target {
+  std::string group, resource, kind, api_version, ns, name, uid, shard;
+};
+
+std::vector<Target> Targets(const Options& o) {
+  std::vector<Target> targets;
+  if (o.mode == "one") {
+    for (int i = 0; i < o.objects; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "bench-%05d", i);
+      targets.push_back({"apps", "deployments", "Deployment", "apps/v1",
+                         "bench", name, "", "s" + std::to_string(i % 4)});
+    }
+  } else {
+    // Interleaved so that consecutive writes go to different resources.
+    for (int i = 0; i < o.objects; ++i) {
+      for (int ns = 0; ns < 10; ++ns) {
+        for (int r = 0; r < 100; ++r) {
+          char resource[16], name[32];
+          std::snprintf(resource, sizeof resource, "widgets%02d", r);
+          std::snprintf(name, sizeof name, "widget-%05d", i);
+          targets.push_back({"bench.walwatch.io", resource, "Widget",
+                             "bench.walwatch.io/v1",
+                             "ns-" + std::to_string(ns), name, "",
+                             "s" + std::to_string(i % 4)});
+        }
+      }
+    }
+  }
+  std::mt19937_64 rng(42);
+  for (Target& t : targets) {
+    char uid[40];
+    uint64_t a = rng(), b = rng();
+    std::snprintf(uid, sizeof uid, "%08x-%04x-4%03x-8%03x-%012llx",
+                  static_cast<unsigned>(a >> 32),
+                  static_cast<unsigned>((a >> 16) & 0xffff),
+                  static_cast<unsigned>(a & 0xfff),
+                  static_cast<unsigned>(b >> 52),
+                  static_cast<unsigned long long>(b & 0xffffffffffffULL));
+    t.uid = uid;
+  }
+  return targets;
+}
+
+// A Kubernetes-like object of about `bytes` bytes of JSON text.
+std::string ObjectJson(const Target& t, const std::string& stamp,
+                       uint64_t generation, const std::string& padding) {
+  std::string g = std::to_string(generation);
+  std::string s;
+  s.reserve(padding.size() + 900);
+  s += "{\"apiVersion\":\"" + t.api_version + "\",\"kind\":\"" + t.kind +
+       "\",\"metadata\":{\"name\":\"" + t.name + "\",\"namespace\":\"" + t.ns +
+       "\",\"uid\":\"" + t.uid + "\",\"resourceVersion\":\"" + g +
+       "\",\"generation\":" + g +
+       ",\"creationTimestamp\":\"2026-12-02T13:21:36Z\",\"labels\":{\"app\":"
+       "\"bench\",\"shard\":\"" +
+       t.shard +
+       "\"},\"annotations\":{\"shadow.clusterpedia.io/cluster-name\":\"c1\","
+       "\"bench.walwatch.io/stamp\":\"" +
+       stamp +
+       "\"}},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":{\"app\":"
+       "\"bench\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"bench\"}}"
+       ",\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"registry."
+       "example.com/bench/app:1.0\",\"env\":[{\"name\":\"PAD\",\"value\":\"" +
+       padding +
+       "\"}],\"resources\":{\"limits\":{\"cpu\":\"500m\",\"memory\":\"256Mi\"}"
+       "}}]}}},\"status\":{\"replicas\":3,\"readyReplicas\":3,"
+       "\"observedGeneration\":" +
+       g + "}}";
+  return s;
+}
+
+std::string Padding(int object_bytes, uint64_t seed) {
+  // The rest of the object is ~650 bytes; pad with random text (it does not
+  // compress, as real objects' hashes and uids do not).
+  int n = std::max(16, object_bytes - 650);
+  static const char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::mt19937_64 rng(seed);
+  std::string p(static_cast<size_t>(n), 'x');
+  for (char& c : p) c = kAlphabet[rng() % (sizeof kAlphabet - 1)];
+  return p;
+}
+
+struct PgConn {
+  explicit PgConn(const std::string& conninfo) {
+    const char* keys[] = {"fallback_application_name", "dbname", nullptr};
+    const char* vals[] = {"walwatch_bench_writer", conninfo.c_str(), nullptr};
+    conn = PQconnectdbParams(keys, vals, 1);
+    if (PQstatus(conn) != CONNECTION_OK) {
+      Die(std::string("cannot connect: ") + PQerrorMessage(conn));
+    }
+  }
+  ~PgConn() { PQfinish(conn); }
+  void Exec(const std::string& sql) {
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(PQexec(conn, sql.c_str()),
+                                                    &PQclear);
+    ExecStatusType st = PQresultStatus(r.get());
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      Die(sql.substr(0, 60) + ": " + PQerrorMessage(conn));
+    }
+  }
+  PGconn* conn;
+};
+
+constexpr char kInsert[] =
+    "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+    "namespace, name, owner_uid, uid, resource_version, object, created_at, "
+    "synced_at) VALUES ($1, 'v1', $2, $3, 'c1', $4, $5, '', $6, '0', "
+    "$7::jsonb, now(), now()) ON CONFLICT (\"group\", version, resource, "
+    "cluster, namespace, name) DO UPDATE SET object = EXCLUDED.object";
+
+// GORM's UPDATE of a MODIFIED, trimmed to what changes here.
+constexpr char kUpdate[] =
+    "UPDATE resources SET object = $1::jsonb, resource_version = $2, "
+    "synced_at = now() WHERE cluster = 'c1' AND \"group\" = $3 AND name = $4 "
+    "AND namespace = $5 AND resource = $6 AND version = 'v1'";
+
+void Setup(const Options& o, const std::vector<Target>& targets) {
+  PgConn db(o.conninfo);
+  db.Exec("BEGIN");
+  std::unique_ptr<PGresult, decltype(&PQclear)> prep(
+      PQprepare(db.conn, "ins", kInsert, 0, nullptr), &PQclear);
+  if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) {
+    Die(std::string("prepare: ") + PQerrorMessage(db.conn));
+  }
+  std::string padding = Padding(o.object_bytes, 1);
+  for (const Target& t : targets) {
+    std::string object = ObjectJson(t, "0:0:0", 1, padding);
+    const char* params[] = {t.group.c_str(), t.resource.c_str(),
+                            t.kind.c_str(),  t.ns.c_str(),
+                            t.name.c_str(),  t.uid.c_str(),
+                            object.c_str()};
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        PQexecPrepared(db.conn, "ins", 7, params, nullptr, nullptr, 0),
+        &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      Die(std::string("insert: ") + PQerrorMessage(db.conn));
+    }
+  }
+  db.Exec("COMMIT");
+  std::printf("setup_rows=%zu\n", targets.size());
+}
+
+using LatencyHistogram = decltype(bh::make_histogram(
+    bh::axis::regular<double, bh::axis::transform::log>(1, 1.0, 1e8)));
+
+LatencyHistogram MakeHistogram() {
+  // Microseconds, 1 us to 100 s, log bins under 1% wide.
+  return bh::make_histogram(
+      bh::axis::regular<double, bh::axis::transform::log>(2000, 1.0, 1e8));
+}
+
+double Quantile(const LatencyHistogram& h, double q) {
+  double total = 0;
+  for (auto&& x : bh::indexed(h, bh::coverage::all)) total += *x;
+  if (total == 0) return 0;
+  double seen = 0;
+  for (auto&& x : bh::indexed(h, bh::coverage::all)) {
+    seen += *x;
+    if (seen >= q * total) return x.bin().upper();
+  }
+  return 0;
+}
+
+struct WriterResult {
+  uint64_t writes = 0;
+  uint64_t last_seq = 0;
+  double max_us = 0;
+  LatencyHistogram hist = MakeHistogram();
+};
+
+void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
+               uint64_t count, std::chrono::steady_clock::time_point end,
+               WriterResult* result) {
+  PgConn db(o.conninfo);
+  std::unique_ptr<PGresult, decltype(&PQclear)> prep(
+      PQprepare(db.conn, "upd", kUpdate, 0, nullptr), &PQclear);
+  if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) {
+    Die(std::string("prepare: ") + PQerrorMessage(db.conn));
+  }
+  std::string padding = Padding(o.object_bytes, 1);
+  using Clock = std::chrono::steady_clock;
+  const double per_thread = o.rate / o.writers;
+  const auto period =
+      per_thread > 0 ? std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(1.0 / per_thread))
+                     : Clock::duration::zero();
+  auto next = Clock::now();
+  size_t ti = static_cast<size_t>(w);
+  uint64_t seq = 0;
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    if (count ? seq >= count : Clock::now() >= end) break;
+    if (period.count() > 0) {
+      auto now = Clock::now();
+      if (next > now) std::this_thread::sleep_until(next);
+      // Behind by more than a second: do not burst to catch up.
+      if (next < now - std::chrono::seconds(1)) next = now;
+      next += period;
+    }
+    const Target& t = targets[ti];
+    ti += static_cast<size_t>(o.writers);
+    if (ti >= targets.size()) ti = static_cast<size_t>(w) % targets.size();
+    ++seq;
+    int64_t stamp_ns = RealtimeNanos();
+    std::string stamp = std::to_string(w) + ":" + std::to_string(seq) + ":" +
+                        std::to_string(stamp_ns);
+    std::string object = ObjectJson(t, stamp, seq, padding);
+    std::string rv = std::to_string(seq);
+    const char* params[] = {object.c_str(), rv.c_str(), t.group.c_str(),
+                            t.name.c_str(), t.ns.c_str(), t.resource.c_str()};
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        PQexecPrepared(db.conn, "upd", 6, params, nullptr, nullptr, 0),
+        &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      Die(std::string("update: ") + PQerrorMessage(db.conn));
+    }
+    if (std::strcmp(PQcmdTuples(r.get()), "1") != 0) {
+      Die("update of " + t.resource + "/" + t.ns + "/" + t.name +
+          " changed no row: run --setup with the same --mode and --objects");
+    }
+    double us = (RealtimeNanos() - stamp_ns) / 1e3;
+    result->hist(std::max(1.0, us));
+    result->max_us = std::max(result->max_us, us);
+  }
+  result->writes = seq;
+  result->last_seq = seq;
+}
+
+[[noreturn]] void Usage(const char* message) {
+  if (message) std::fprintf(stderr, "bench_writer: %s\n", message);
+  std::fprintf(stderr,
+               "usage: bench_writer --conninfo STR [--setup] [--mode one|spread] "
+               "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
+               "--count N] [--writers W] [--out FILE]\n");
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--conninfo") {
+      o.conninfo = value();
+    } else if (a == "--setup") {
+      o.setup = true;
+    } else if (a == "--mode") {
+      o.mode = value();
+    } else if (a == "--objects") {
+      o.objects = std::atoi(value().c_str());
+    } else if (a == "--object-bytes") {
+      o.object_bytes = std::atoi(value().c_str());
+    } else if (a == "--rate") {
+      o.rate = std::atof(value().c_str());
+    } else if (a == "--duration") {
+      o.duration_s = std::atof(value().c_str());
+    } else if (a == "--count") {
+      o.count = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--writers") {
+      o.writers = std::atoi(value().c_str());
+    } else if (a == "--out") {
+      o.out = value();
+    } else {
+      Usage(("unknown argument " + a).c_str());
+    }
+  }
+  if (o.conninfo.empty()) Usage("--conninfo is required");
+  if (o.mode != "one" && o.mode != "spread") Usage("--mode: one or spread");
+  if (o.objects <= 0) o.objects = o.mode == "one" ? 100 : 4;
+  if (o.writers < 1 || o.writers > 64) Usage("--writers: 1 to 64");
+  if (o.rate < 0) Usage("--rate must be >= 0");
+  if (!o.setup && o.duration_s <= 0 && o.count == 0) {
+    Usage("--duration or --count is required");
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  std::vector<Target> targets = Targets(o);
+  if (o.setup) {
+    Setup(o, targets);
+    return 0;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<WriterResult> results(static_cast<size_t>(o.writers));
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  const auto end =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(o.duration_s));
+  for (int w = 0; w < o.writers; ++w) {
+    // --count is a total: spread it over the writers.
+    uint64_t count = 0;
+    if (o.count) {
+      count = o.count / o.writers + (static_cast<uint64_t>(w) < o.count % o.writers);
+      if (count == 0) continue;
+    }
+    threads.emplace_back(RunWriter, std::cref(o), std::cref(targets), w, count,
+                         end, &results[static_cast<size_t>(w)]);
+  }
+  for (std::thread& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+
+  LatencyHistogram all = MakeHistogram();
+  uint64_t writes = 0;
+  double max_us = 0;
+  for (WriterResult& r : results) {
+    all += r.hist;
+    writes += r.writes;
+    max_us = std::max(max_us, r.max_us);
+  }
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "writes=%llu\nseconds=%.3f\nrate=%.0f\nwriters=%d\n"
+                "statement_p50_us=%.0f\nstatement_p99_us=%.0f\n"
+                "statement_max_us=%.0f\n",
+                static_cast<unsigned long long>(writes), seconds,
+                writes / seconds, o.writers, Quantile(all, 0.5),
+                Quantile(all, 0.99), max_us);
+  out += line;
+  for (int w = 0; w < o.writers; ++w) {
+    std::snprintf(line, sizeof line, "last_seq_%d=%llu\n", w,
+                  static_cast<unsigned long long>(
+                      results[static_cast<size_t>(w)].last_seq));
+    out += line;
+  }
+  std::fputs(out.c_str(), stdout);
+  if (!o.out.empty()) {
+    std::string tmp = o.out + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) Die("cannot write " + tmp);
+    std::fputs(out.c_str(), f);
+    std::fclose(f);
+    if (std::rename(tmp.c_str(), o.out.c_str()) != 0) Die("cannot rename " + tmp);
+  }
+  return g_stop.load() ? 130 : 0;
+}

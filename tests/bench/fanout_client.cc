@@ -1,0 +1,642 @@
+// fanout_client: many watchers in one process. Opens N watches on walwatch's
+// Unix socket, one connection each, and serves them all from one thread on
+// epoll, so that the client costs little next to what it measures. Each
+// connection's bytes go through Boost.Beast's HTTP response parser (header,
+// then chunked framing, body bytes handed over in place); the client splits
+// event lines and takes from each just what it needs:
+//   * the type ({"type":"ERROR"...} counts as an error, with "code":410
+//     separately; BOOKMARK is counted);
+//   * metadata.resourceVersion (the line's last "resourceVersion"), which must increase along each stream (one
+//     row per transaction: equal is a duplicate, lower is out of order);
+//   * bench_writer's stamp annotation "W:SEQ:NS": NS gives commit -> receive
+//     latency (receive = the clock right after the read() that completed the
+//     line); with --check-seq, SEQ must be the writer's previous SEQ + 1 on
+//     every stream (a gap counts lost events, a repeat a duplicate).
+//
+//   fanout_client --socket PATH (--path P | --paths-file F) --watchers N
+//       [--ready-file F] [--done-file F] [--check-seq] [--duration S]
+//       [--report-every S] [--quiet-ms MS] [--drain-timeout S]
+//       [--connect-timeout S]
+//
+//   --path P         every watcher opens P; --paths-file F: watcher i opens
+//                    line i % lines of F
+//   --ready-file F   written once every watcher has its 200 header
+//   --done-file F    bench_writer's --out: once it appears, the writer is
+//                    done; the client waits until every watcher has its
+//                    last_seq_W (with --check-seq), or until no byte has
+//                    arrived for --quiet-ms (default 1000), at most
+//                    --drain-timeout (default 60) seconds, then reports
+//   --duration S     stop after S seconds of streaming instead
+//   --report-every S a progress line on stderr every S seconds
+//
+// Prints key=value lines on stdout: watchers, connected, failed, events,
+// event_bytes (the event lines' bytes, as retained by walwatch), bookmarks,
+// errors, errors_410, ended (streams that ended), lost, duplicates,
+// out_of_order, short_at_end (watchers without the writer's last seq),
+// latency_p50_us, latency_p99_us, latency_p999_us, latency_max_us, samples,
+// client_cpu_s, first_error.
+// Exit status 0 unless a watcher could not be opened.
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/histogram.hpp>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+namespace bh = boost::histogram;
+namespace http = boost::beast::http;
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void OnSignal(int) { g_stop = 1; }
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "fanout_client: %s\n", message.c_str());
+  std::exit(1);
+}
+
+int64_t RealtimeNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+double MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// Parses the decimal digits at the start of `s`; false if there are none.
+bool ParseU64(std::string_view s, uint64_t* out, size_t* used = nullptr) {
+  uint64_t v = 0;
+  size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    v = v * 10 + static_cast<uint64_t>(s[i] - '0');
+    ++i;
+  }
+  if (i == 0) return false;
+  *out = v;
+  if (used) *used = i;
+  return true;
+}
+
+// Finds the last string field named by a quoted key ("resourceVersion") in
+// an event line and returns its value, or empty. It searches backwards with
+// a Boyer-Moore-Horspool searcher (built once per key): jsonb orders keys by
+// length, so "metadata" comes last but for "apiVersion" and the fields the
+// client reads lie near the end of the line; and the searcher skips most
+// bytes, where a find() would stop at every '"' of the quote-dense JSON.
+class FieldFinder {
+ public:
+  explicit FieldFinder(std::string key)
+      : key_(std::move(key)), searcher_(key_.rbegin(), key_.rend()) {}
+
+  std::string_view Find(std::string_view line) const {
+    auto rit = std::search(line.rbegin(), line.rend(), searcher_);
+    if (rit == line.rend()) return {};
+    // rit points at the key's last character, read backwards.
+    size_t p = static_cast<size_t>(line.rend() - rit);
+    // jsonb_out writes ": ", walwatch's splice may write ":".
+    while (p < line.size() && (line[p] == ' ' || line[p] == ':')) ++p;
+    if (p >= line.size() || line[p] != '"') return {};
+    size_t end = line.find('"', p + 1);
+    if (end == std::string_view::npos) return {};
+    return line.substr(p + 1, end - p - 1);
+  }
+
+ private:
+  std::string key_;
+  std::boyer_moore_horspool_searcher<std::string::const_reverse_iterator>
+      searcher_;
+};
+
+using LatencyHistogram = decltype(bh::make_histogram(
+    bh::axis::regular<double, bh::axis::transform::log>(1, 1.0, 1e8)));
+
+LatencyHistogram MakeHistogram() {
+  // Microseconds, 1 us to 100 s, log bins under 1% wide.
+  return bh::make_histogram(
+      bh::axis::regular<double, bh::axis::transform::log>(2000, 1.0, 1e8));
+}
+
+double Quantile(const LatencyHistogram& h, double q) {
+  double total = 0;
+  for (auto&& x : bh::indexed(h, bh::coverage::all)) total += *x;
+  if (total == 0) return 0;
+  double seen = 0;
+  for (auto&& x : bh::indexed(h, bh::coverage::all)) {
+    seen += *x;
+    if (seen >= q * total) return x.bin().upper();
+  }
+  return 0;
+}
+
+struct Totals {
+  uint64_t events = 0, event_bytes = 0, bookmarks = 0, errors = 0,
+           errors_410 = 0, ended = 0, lost = 0, duplicates = 0,
+           out_of_order = 0, samples = 0;
+  double max_us = 0;
+  std::string first_error;
+  LatencyHistogram latency = MakeHistogram();
+};
+
+struct Conn {
+  int fd = -1;
+  size_t index = 0;
+  std::optional<http::response_parser<http::empty_body>> parser;
+  // Beast keeps a reference to its chunk-body callback: it lives here.
+  std::function<std::size_t(std::uint64_t, boost::beast::string_view,
+                            boost::beast::error_code&)>
+      on_body;
+  std::string pending;  // bytes the parser has not taken yet
+  std::string line;     // start of an event line split across reads
+  bool header_done = false;
+  bool closed = false;
+  uint64_t last_rv = 0;
+  std::vector<uint64_t> last_seq;  // per writer, with --check-seq
+  uint64_t events = 0;
+};
+
+class Client {
+ public:
+  Client(bool check_seq, Totals* totals)
+      : check_seq_(check_seq), totals_(totals) {}
+
+  void SetNow(int64_t now_ns) { now_ns_ = now_ns; }
+
+  void OnLine(Conn& c, std::string_view line) {
+    if (line.empty()) return;
+    if (line.compare(0, 15, "{\"type\":\"ERROR\"") == 0) {
+      ++totals_->errors;
+      if (line.find("\"code\":410") != std::string_view::npos) {
+        ++totals_->errors_410;
+      }
+      if (totals_->first_error.empty()) {
+        totals_->first_error = std::string(line.substr(0, 300));
+      }
+      return;
+    }
+    if (line.compare(0, 18, "{\"type\":\"BOOKMARK\"") == 0) {
+      ++totals_->bookmarks;
+      return;
+    }
+    ++c.events;
+    ++totals_->events;
+    totals_->event_bytes += line.size() + 1;  // with its newline
+    uint64_t rv = 0;
+    if (ParseU64(rv_field_.Find(line), &rv)) {
+      if (rv == c.last_rv) {
+        ++totals_->duplicates;
+      } else if (rv < c.last_rv) {
+        ++totals_->out_of_order;
+      }
+      c.last_rv = std::max(c.last_rv, rv);
+    }
+    std::string_view stamp = stamp_field_.Find(line);
+    uint64_t w = 0, seq = 0, ns = 0;
+    size_t used = 0;
+    if (!ParseU64(stamp, &w, &used) || used >= stamp.size()) return;
+    stamp.remove_prefix(used + 1);
+    if (!ParseU64(stamp, &seq, &used) || used >= stamp.size()) return;
+    stamp.remove_prefix(used + 1);
+    if (!ParseU64(stamp, &ns) || ns == 0) return;  // setup rows: "0:0:0"
+    double us = (now_ns_ - static_cast<int64_t>(ns)) / 1e3;
+    totals_->latency(std::max(1.0, us));
+    totals_->max_us = std::max(totals_->max_us, us);
+    ++totals_->samples;
+    if (check_seq_) {
+      if (w >= c.last_seq.size()) c.last_seq.resize(w + 1, 0);
+      uint64_t& last = c.last_seq[w];
+      if (seq > last + 1) totals_->lost += seq - last - 1;
+      if (seq <= last) ++totals_->duplicates;
+      last = std::max(last, seq);
+    }
+  }
+
+  // Body bytes of one chunk: complete lines are handled in place.
+  void OnBody(Conn& c, std::string_view body) {
+    while (!body.empty()) {
+      size_t nl = body.find('\n');
+      if (nl == std::string_view::npos) {
+        c.line.append(body);
+        return;
+      }
+      if (c.line.empty()) {
+        OnLine(c, body.substr(0, nl));
+      } else {
+        c.line.append(body.substr(0, nl));
+        OnLine(c, c.line);
+        c.line.clear();
+      }
+      body.remove_prefix(nl + 1);
+    }
+  }
+
+ private:
+  const bool check_seq_;
+  Totals* totals_;
+  const FieldFinder rv_field_{"\"resourceVersion\""};
+  const FieldFinder stamp_field_{"\"bench.walwatch.io/stamp\""};
+  int64_t now_ns_ = 0;
+};
+
+struct Options {
+  std::string socket;
+  std::vector<std::string> paths;
+  size_t watchers = 1;
+  std::string ready_file, done_file;
+  bool check_seq = false;
+  double duration_s = 0;
+  double report_every_s = 0;
+  int quiet_ms = 1000;
+  double drain_timeout_s = 60;
+  double connect_timeout_s = 120;
+};
+
+[[noreturn]] void Usage(const char* message) {
+  if (message) std::fprintf(stderr, "fanout_client: %s\n", message);
+  std::fprintf(stderr,
+               "usage: fanout_client --socket PATH (--path P | --paths-file F) "
+               "--watchers N [--ready-file F] [--done-file F] [--check-seq] "
+               "[--duration S] [--report-every S] [--quiet-ms MS] "
+               "[--drain-timeout S] [--connect-timeout S]\n");
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+      return argv[++i];
+    };
+    if (a == "--socket") {
+      o.socket = value();
+    } else if (a == "--path") {
+      o.paths.push_back(value());
+    } else if (a == "--paths-file") {
+      std::ifstream in(value());
+      if (!in) Usage("cannot read --paths-file");
+      for (std::string line; std::getline(in, line);) {
+        if (!line.empty()) o.paths.push_back(line);
+      }
+    } else if (a == "--watchers") {
+      o.watchers = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--ready-file") {
+      o.ready_file = value();
+    } else if (a == "--done-file") {
+      o.done_file = value();
+    } else if (a == "--check-seq") {
+      o.check_seq = true;
+    } else if (a == "--duration") {
+      o.duration_s = std::atof(value().c_str());
+    } else if (a == "--report-every") {
+      o.report_every_s = std::atof(value().c_str());
+    } else if (a == "--quiet-ms") {
+      o.quiet_ms = std::atoi(value().c_str());
+    } else if (a == "--drain-timeout") {
+      o.drain_timeout_s = std::atof(value().c_str());
+    } else if (a == "--connect-timeout") {
+      o.connect_timeout_s = std::atof(value().c_str());
+    } else {
+      Usage(("unknown argument " + a).c_str());
+    }
+  }
+  if (o.socket.empty() || o.paths.empty() || o.watchers == 0) {
+    Usage("--socket, a path and --watchers are required");
+  }
+  return o;
+}
+
+// bench_writer's --out: last_seq_W=N lines. Empty until the file exists.
+std::vector<uint64_t> ReadFinalSeqs(const std::string& file, bool* present) {
+  std::vector<uint64_t> seqs;
+  std::ifstream in(file);
+  *present = static_cast<bool>(in);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("last_seq_", 0) != 0) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    size_t w = std::strtoull(line.c_str() + 9, nullptr, 10);
+    if (seqs.size() <= w) seqs.resize(w + 1, 0);
+    seqs[w] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
+  }
+  return seqs;
+}
+
+void RaiseFdLimit(size_t need) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur >= need) return;
+  rl.rlim_cur = need;
+  if (rl.rlim_max < need) rl.rlim_max = need;  // root may raise it
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    Die("cannot raise the open-file limit to " + std::to_string(need) +
+        " (ulimit -n)");
+  }
+}
+
+int Connect(const std::string& socket_path, const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) Die("socket path too long");
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  // Blocking: a full accept backlog makes connect wait rather than fail.
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  std::string request = "GET " + path +
+                        " HTTP/1.1\r\nHost: localhost\r\n"
+                        "Accept: application/json\r\n\r\n";
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  RaiseFdLimit(o.watchers + 64);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Totals totals;
+  Client client(o.check_seq, &totals);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) Die(std::string("epoll_create1: ") + std::strerror(errno));
+
+  std::vector<std::unique_ptr<Conn>> conns;
+  conns.reserve(o.watchers);
+  size_t failed = 0;
+  for (size_t i = 0; i < o.watchers; ++i) {
+    const std::string& path = o.paths[i % o.paths.size()];
+    int fd = Connect(o.socket, path);
+    if (fd < 0) {
+      if (failed++ == 0) {
+        std::fprintf(stderr, "fanout_client: connect %s: %s\n",
+                     o.socket.c_str(), std::strerror(errno));
+      }
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    c->index = i;
+    c->parser.emplace();
+    c->parser->eager(true);
+    c->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    Conn* raw = c.get();
+    c->on_body = [&client, raw](std::uint64_t, boost::beast::string_view body,
+                                boost::beast::error_code&) -> std::size_t {
+      client.OnBody(*raw, std::string_view(body.data(), body.size()));
+      return body.size();
+    };
+    c->parser->on_chunk_body(c->on_body);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = raw;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      Die(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+    conns.push_back(std::move(c));
+  }
+  if (failed > 0) {
+    std::fprintf(stderr, "fanout_client: %zu of %zu watchers failed to connect\n",
+                 failed, o.watchers);
+  }
+
+  std::vector<char> buf(1 << 20);
+  std::vector<epoll_event> events(1024);
+  size_t headers = 0, open = conns.size(), bad_status = 0;
+  size_t closed_before_header = 0;
+  bool ready = false;
+  const double t_start = MonotonicSeconds();
+  double t_ready = 0, t_last_byte = t_start, t_done_seen = 0;
+  double next_report = 0, next_done_check = 0;
+  std::vector<uint64_t> final_seqs;
+  bool done_seen = false;
+
+  auto close_conn = [&](Conn& c, bool ended) {
+    if (c.closed) return;
+    c.closed = true;
+    epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    --open;
+    if (!c.header_done) ++closed_before_header;
+    if (ended) ++totals.ended;
+  };
+
+  while (!g_stop) {
+    int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 100);
+    if (n < 0 && errno != EINTR) Die(std::string("epoll_wait: ") + std::strerror(errno));
+    for (int k = 0; k < n; ++k) {
+      Conn& c = *static_cast<Conn*>(events[k].data.ptr);
+      if (c.closed) continue;
+      ssize_t got = read(c.fd, buf.data(), buf.size());
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EINTR) continue;
+        close_conn(c, true);
+        continue;
+      }
+      if (got == 0) {
+        close_conn(c, true);
+        continue;
+      }
+      client.SetNow(RealtimeNanos());
+      t_last_byte = MonotonicSeconds();
+      std::string_view in(buf.data(), static_cast<size_t>(got));
+      if (!c.pending.empty()) {
+        c.pending.append(in);
+        in = c.pending;
+      }
+      boost::beast::error_code ec;
+      size_t used_total = 0;
+      while (used_total < in.size() && !c.parser->is_done()) {
+        size_t used = c.parser->put(
+            boost::asio::buffer(in.data() + used_total, in.size() - used_total),
+            ec);
+        used_total += used;
+        if (ec == http::error::need_more) {
+          ec = {};
+          break;
+        }
+        if (ec) break;
+        if (!c.header_done && c.parser->is_header_done()) {
+          c.header_done = true;
+          if (c.parser->get().result_int() != 200) {
+            if (bad_status++ == 0) {
+              std::fprintf(stderr, "fanout_client: answer %u on watcher %zu\n",
+                           c.parser->get().result_int(), c.index);
+            }
+            if (totals.first_error.empty()) {
+              totals.first_error =
+                  "HTTP " + std::to_string(c.parser->get().result_int());
+            }
+            ++totals.errors;
+            ec = http::error::end_of_stream;
+            break;
+          }
+          ++headers;
+        }
+        if (used == 0) break;
+      }
+      if (ec || c.parser->is_done()) {
+        close_conn(c, true);
+        continue;
+      }
+      // Keep what the parser did not take (a partial chunk header).
+      std::string rest(in.substr(used_total));
+      c.pending.swap(rest);
+    }
+
+    const double now = MonotonicSeconds();
+    if (!ready && headers + closed_before_header >= conns.size()) {
+      ready = true;
+      t_ready = now;
+      std::fprintf(stderr, "fanout_client: %zu watchers streaming (%.1f s to open)\n",
+                   headers, now - t_start);
+      if (!o.ready_file.empty()) {
+        FILE* f = std::fopen(o.ready_file.c_str(), "w");
+        if (f) std::fclose(f);
+      }
+    }
+    if (!ready && now - t_start > o.connect_timeout_s) {
+      Die("watchers not streaming after " + std::to_string(o.connect_timeout_s) +
+          " s: " + std::to_string(headers) + " of " + std::to_string(conns.size()));
+    }
+    if (o.report_every_s > 0 && now >= next_report) {
+      if (next_report > 0) {
+        std::fprintf(stderr,
+                     "fanout_client: t=%.0f open=%zu events=%llu errors=%llu "
+                     "ended=%llu lost=%llu duplicates=%llu p99_ms=%.1f\n",
+                     now - t_start, open,
+                     static_cast<unsigned long long>(totals.events),
+                     static_cast<unsigned long long>(totals.errors),
+                     static_cast<unsigned long long>(totals.ended),
+                     static_cast<unsigned long long>(totals.lost),
+                     static_cast<unsigned long long>(totals.duplicates),
+                     Quantile(totals.latency, 0.99) / 1e3);
+      }
+      next_report = now + o.report_every_s;
+    }
+    if (ready && o.duration_s > 0 && now - t_ready >= o.duration_s) break;
+    if (ready && !o.done_file.empty()) {
+      if (!done_seen && now >= next_done_check) {
+        next_done_check = now + 0.1;
+        final_seqs = ReadFinalSeqs(o.done_file, &done_seen);
+        if (done_seen) t_done_seen = now;
+      }
+      if (done_seen) {
+        bool all = o.check_seq;
+        if (all) {
+          for (const auto& c : conns) {
+            if (c->closed) continue;
+            for (size_t w = 0; w < final_seqs.size() && all; ++w) {
+              if (final_seqs[w] == 0) continue;
+              all = w < c->last_seq.size() && c->last_seq[w] >= final_seqs[w];
+            }
+            if (!all) break;
+          }
+        }
+        if (all) break;
+        if (!o.check_seq && (now - t_last_byte) * 1e3 >= o.quiet_ms &&
+            now - t_done_seen >= o.quiet_ms / 1e3) {
+          break;
+        }
+        if (now - t_done_seen >= o.drain_timeout_s) {
+          std::fprintf(stderr, "fanout_client: drain timed out after %.0f s\n",
+                       o.drain_timeout_s);
+          break;
+        }
+      }
+    }
+    if (open == 0 && ready) break;
+  }
+
+  uint64_t short_at_end = 0;
+  if (o.check_seq && done_seen) {
+    for (const auto& c : conns) {
+      for (size_t w = 0; w < final_seqs.size(); ++w) {
+        if (final_seqs[w] == 0) continue;
+        if (w >= c->last_seq.size() || c->last_seq[w] < final_seqs[w]) {
+          ++short_at_end;
+          break;
+        }
+      }
+    }
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+               ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  for (auto& c : conns) close_conn(*c, false);
+
+  std::printf("watchers=%zu\nconnected=%zu\nfailed=%zu\nstreaming=%zu\n",
+              o.watchers, conns.size(), failed, headers);
+  std::printf("events=%llu\nevent_bytes=%llu\nbookmarks=%llu\nerrors=%llu\n"
+              "errors_410=%llu\nended=%llu\nlost=%llu\nduplicates=%llu\n"
+              "out_of_order=%llu\nshort_at_end=%llu\n",
+              static_cast<unsigned long long>(totals.events),
+              static_cast<unsigned long long>(totals.event_bytes),
+              static_cast<unsigned long long>(totals.bookmarks),
+              static_cast<unsigned long long>(totals.errors),
+              static_cast<unsigned long long>(totals.errors_410),
+              static_cast<unsigned long long>(totals.ended),
+              static_cast<unsigned long long>(totals.lost),
+              static_cast<unsigned long long>(totals.duplicates),
+              static_cast<unsigned long long>(totals.out_of_order),
+              static_cast<unsigned long long>(short_at_end));
+  std::printf("samples=%llu\nlatency_p50_us=%.0f\nlatency_p99_us=%.0f\n"
+              "latency_p999_us=%.0f\nlatency_max_us=%.0f\n",
+              static_cast<unsigned long long>(totals.samples),
+              Quantile(totals.latency, 0.5), Quantile(totals.latency, 0.99),
+              Quantile(totals.latency, 0.999), totals.max_us);
+  std::printf("client_cpu_s=%.2f\nseconds=%.2f\n", cpu,
+              MonotonicSeconds() - (t_ready > 0 ? t_ready : t_start));
+  std::string first_error = totals.first_error;
+  std::replace(first_error.begin(), first_error.end(), '\n', ' ');
+  std::replace(first_error.begin(), first_error.end(), '\'', '"');
+  std::printf("first_error='%s'\n", first_error.c_str());
+  return failed > 0 ? 1 : 0;
+}
