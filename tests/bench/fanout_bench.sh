@@ -148,7 +148,7 @@ stop_walwatch
 
 # --- the report ---------------------------------------------------------------
 
-# Median of one key over a case's runs (sum: add them up; max: the largest).
+# One key over a case's runs: their median, sum or largest.
 agg() {
   local how=$1 key=$2 mode=$3 n=$4 rate=$5
   awk -v mode="$mode" -v n="$n" -v rate="$rate" -v key="$key" \
@@ -158,7 +158,6 @@ agg() {
       median) median ;;
       sum) awk '{ s += $1 } END { print s + 0 }' ;;
       max) sort -g | tail -n 1 ;;
-      count) wc -l ;;
     esac
   }
 }
@@ -179,7 +178,7 @@ report() {
   local mode n rate
   while read -r mode n rate; do
     local runs sat=""
-    runs=$(agg count x "$mode" "$n" "$rate")
+    runs=$(awk -v m="$mode" -v n="$n" -v r="$rate" '$1 == m && $2 == n && $3 == r' "$RESULTS" | wc -l)
     if (($(agg sum errors "$mode" "$n" "$rate") + $(agg sum short "$mode" "$n" "$rate") > 0)); then sat=" (saturated)"; fi
     printf '| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s / %s |\n' \
       "$mode" "$sat" "$n" "$rate" "$(agg median writer_rate "$mode" "$n" "$rate")" \

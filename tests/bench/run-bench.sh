@@ -87,7 +87,8 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # --- the report ---------------------------------------------------------------
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if ! git diff --quiet HEAD 2>/dev/null; then
+# Only changes to what is built and measured count (others edit tests too).
+if ! git diff --quiet HEAD -- cdc watchserver schema tests/bench CMakeLists.txt 2>/dev/null; then
   commit+=" (with uncommitted changes in the working tree)"
 fi
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
