@@ -721,6 +721,50 @@ TEST_F(FaultTest, WalwatchSigtermAndSigkillRestartsResumeWithout410) {
   }
 }
 
+// --replay-window-bytes caps the replay window in WAL. With the default
+// 10-minute window the slot would be held back to the first write below;
+// with 256Ki it is confirmed up to the first transaction within 256Ki of the
+// newest position -- and no further, so the last 256Ki stay replayable. (A
+// private cluster: on a shared one other databases' WAL moves the newest
+// position, and the window with it.)
+TEST_F(FaultTest, ReplayWindowBytesBoundsTheWalHeldBack) {
+  constexpr uint64_t kWindow = 256 << 10;
+  StartCluster();
+  auto o = Options();
+  o.extra_args = {"--replay-window-bytes", "256Ki"};
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto wal_lsn = [&] {
+    return ParseLsn(db().QueryValue("SELECT pg_current_wal_lsn()::text"));
+  };
+  auto confirmed = [&] {
+    return ParseLsn(db().QueryValue(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+        "WHERE slot_name = $1",
+        {kSlot}));
+  };
+  const uint64_t start = wal_lsn();
+  StartWriter();
+  while (wal_lsn() < start + 4 * kWindow) {
+    ASSERT_TRUE(MoreWrites(50));
+  }
+  writer_->Stop();
+  const uint64_t end = wal_lsn();
+  // Status updates go out every second; wait for one after the last write.
+  uint64_t c = 0;
+  auto deadline = In(seconds(30));
+  while ((c = confirmed()) + kWindow + 16384 < end && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_GE(c + kWindow + 16384, end)
+      << "the slot holds " << (end - c)
+      << " bytes of WAL back; --replay-window-bytes allows 256Ki";
+  EXPECT_GT(c, start);
+  // Still held back: the newest 256Ki (less the little WAL written since,
+  // such as checkpoint records) are kept for a replay.
+  EXPECT_LE(c, end - kWindow / 2) << "the slot was confirmed past the window";
+}
+
 // --- 6: the slot lost --------------------------------------------------------
 
 // With 1 MB WAL segments and max_slot_wal_keep_size = 1MB, a few segment

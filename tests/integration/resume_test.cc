@@ -160,49 +160,6 @@ TEST_F(ResumeTest, TooOldResourceVersionGetsExpiredThenEnd) {
   EXPECT_TRUE(old.ExpectEnd(In(kEventWait)));
 }
 
-// --replay-window-bytes caps the replay window in WAL: with the default
-// 10-minute window every transaction below would be held back, but the slot
-// is confirmed up to the first transaction committed within 256Ki of the
-// newest position -- and no further, so the last 256Ki are still replayed.
-TEST_F(ResumeTest, ReplayWindowBytesBoundsTheWalHeldBack) {
-  constexpr uint64_t kWindow = 256 << 10;
-  auto o = DefaultOptions();
-  o.extra_args = {"--replay-window-bytes", "256Ki"};
-  auto* ww = StartWalwatch(o);
-  ASSERT_NE(ww, nullptr);
-  uint64_t first_commit = observer().CommitLsn(InsertRow(db(), Pod("c1", "a", "first")));
-  uint64_t last_commit = first_commit;
-  for (int i = 0; last_commit - first_commit < 4 * kWindow; ++i) {
-    ASSERT_LT(i, 20000) << "the rows write less WAL than expected";
-    uint64_t xid = InsertRow(db(), Pod("c1", "a", "r" + std::to_string(i)));
-    if (i % 100 == 0) last_commit = observer().CommitLsn(xid);
-  }
-  uint64_t xid = InsertRow(db(), Pod("c1", "a", "last"));
-  last_commit = observer().CommitLsn(xid);
-
-  auto confirmed = [&] {
-    return ParseLsn(admin().QueryValue(
-        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-        "WHERE slot_name = $1",
-        {ww->options().slot}));
-  };
-  // Status updates go out every second; wait for the one after the last row.
-  uint64_t c = 0;
-  auto deadline = In(std::chrono::seconds(30));
-  while ((c = confirmed()) + kWindow + 16384 < last_commit &&
-         Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_GE(c + kWindow + 16384, last_commit)
-      << "the slot holds " << (last_commit - c)
-      << " bytes of WAL back; --replay-window-bytes allows 256Ki";
-  EXPECT_GT(c, first_commit);
-  // Still held back: the newest 256Ki (less what other WAL, such as
-  // checkpoints, has added since) are kept for a replay.
-  EXPECT_LE(c, last_commit - kWindow / 2)
-      << "the slot was confirmed past the window";
-}
-
 TEST_F(ResumeTest, WalsenderTerminationNeitherDuplicatesNorLoses) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
