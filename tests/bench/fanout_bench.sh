@@ -24,13 +24,15 @@
 #           writes go round-robin over all 4,000 objects, so a write reaches
 #           one watcher half of the time.
 # Reported per case, medians of BENCH_FANOUT_REPS runs: the writer's commit
-# rate, deliveries/s (events received by all watchers per second of writing),
+# rate, deliveries/s (events received by all watchers per second, from the
+# writer's start to its end, or to the last event if that came later),
 # commit -> client latency p50/p99 (max: the largest of all runs), walwatch's
 # CPU (utime+stime from /proc/PID/stat, % of one core, from the writer's
 # start to the client's end), the client's CPU, the machine's busy CPU (of
 # 200 %), and every error, 410, lost, duplicate or missing event summed over
 # the runs. A case that does not keep up (a watcher short of the last write,
-# or an error) is run once only and marked saturated.
+# an error, or the last event more than 1 s after the writer stopped) is run
+# once only and marked saturated.
 #
 # Environment:
 #   BENCH_FANOUT_WATCHERS ("1 100 1000 5000"), BENCH_FANOUT_RATES
@@ -94,8 +96,9 @@ run_case() {
   CLIENT_PID=$!
   wait_for_file "$DIR/ready.$tag" "$CLIENT_PID" ||
     { cat "$DIR/client.$tag.err" >&2; bench_die "the watchers did not start ($tag)"; }
-  local ww0 cl0 m0 t0 ww1 cl1 m1 t1
+  local ww0 cl0 m0 t0 ww1 cl1 m1 t1 t0_ns
   ww0=$(cpu_ticks "$WALWATCH_PID") cl0=$(cpu_ticks "$CLIENT_PID") m0=$(machine_busy_ticks) t0=$(now_s)
+  t0_ns=$(date +%s%N)
   "$BENCH_WRITER" --conninfo "$CONNINFO" --mode "$mode" --object-bytes "$OBJECT_BYTES" \
     --rate "$rate" --duration "$RUN_SECONDS" --writers "$WRITERS" \
     --out "$DIR/done.$tag" >"$DIR/writer.$tag"
@@ -112,15 +115,24 @@ run_case() {
     -v max="$(kv "$c" latency_max_us)" -v errors="$(kv "$c" errors)" -v e410="$(kv "$c" errors_410)" \
     -v lost="$(kv "$c" lost)" -v dup="$(kv "$c" duplicates)" -v ooo="$(kv "$c" out_of_order)" \
     -v short="$(kv "$c" short_at_end)" -v ended="$(kv "$c" ended)" -v stmt="$(kv "$w" statement_p99_us)" \
+    -v last_ns="$(kv "$c" last_event_ns)" -v t0_ns="$t0_ns" \
     'BEGIN { wall = t1 - t0
-      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f",
-        writes, wrate, events / wsec, p50 / 1e3, p99 / 1e3, max / 1e3,
+      # Deliveries over the writing time, or until the last event arrived
+      # if the watchers were still catching up after the writer stopped.
+      span = (last_ns - t0_ns) / 1e9; if (span < wsec) span = wsec
+      lag = span - wsec
+      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f tail_s=%.2f",
+        writes, wrate, events / span, p50 / 1e3, p99 / 1e3, max / 1e3,
         100 * ww / hz / wall, 100 * cl / hz / wall, 100 * m / hz / wall,
-        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0) }')
+        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0), lag }')
   echo "$mode $n $rate $rep $line" >>"$RESULTS"
   bench_say "$mode watchers=$n rate=$rate run $rep: $line"
   SATURATED=0
+  # Not keeping up: an error, a watcher short of the last write, the writer
+  # below 90 % of its rate, or the last event more than a second after the
+  # writer stopped (the watchers were working off a backlog).
   if [[ "$(kv "$c" errors)" != 0 || "$(kv "$c" short_at_end)" != 0 ]] ||
+    awk -v l="${line##*tail_s=}" 'BEGIN { exit !(l > 1) }' ||
     awk -v r="$(kv "$w" rate)" -v want="$rate" 'BEGIN { exit !(r < 0.9 * want) }'; then
     SATURATED=1
   fi
@@ -173,17 +185,21 @@ report() {
   echo
   echo "walwatch: \`$WALWATCH_CMD\`"
   echo
-  echo "| case | watchers | commits/s asked | commits/s done | deliveries/s | p50 ms | p99 ms | max ms | walwatch CPU % | client CPU % | machine CPU % | runs | errors / 410 / lost / dup / short |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| case | watchers | commits/s asked | commits/s done | deliveries/s | p50 ms | p99 ms | max ms | last event after the writer, s | walwatch CPU % | client CPU % | machine CPU % | runs | errors / 410 / lost / dup / short |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   local mode n rate
   while read -r mode n rate; do
     local runs sat=""
     runs=$(awk -v m="$mode" -v n="$n" -v r="$rate" '$1 == m && $2 == n && $3 == r' "$RESULTS" | wc -l)
-    if (($(agg sum errors "$mode" "$n" "$rate") + $(agg sum short "$mode" "$n" "$rate") > 0)); then sat=" (saturated)"; fi
-    printf '| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s / %s |\n' \
+    if (($(agg sum errors "$mode" "$n" "$rate") + $(agg sum short "$mode" "$n" "$rate") > 0)) ||
+      awk -v l="$(agg max tail_s "$mode" "$n" "$rate")" 'BEGIN { exit !(l > 1) }'; then
+      sat=" (saturated)"
+    fi
+    printf '| %s%s | %s | %s | %.0f | %.0f | %.2f | %.2f | %.1f | %s | %s | %s | %s | %s | %s / %s / %s / %s / %s |\n' \
       "$mode" "$sat" "$n" "$rate" "$(agg median writer_rate "$mode" "$n" "$rate")" \
       "$(agg median deliveries_per_s "$mode" "$n" "$rate")" "$(agg median p50_ms "$mode" "$n" "$rate")" \
       "$(agg median p99_ms "$mode" "$n" "$rate")" "$(agg max max_ms "$mode" "$n" "$rate")" \
+      "$(agg max tail_s "$mode" "$n" "$rate")" \
       "$(agg median ww_cpu "$mode" "$n" "$rate")" "$(agg median client_cpu "$mode" "$n" "$rate")" \
       "$(agg median machine_cpu "$mode" "$n" "$rate")" "$runs" \
       "$(agg sum errors "$mode" "$n" "$rate")" "$(agg sum e410 "$mode" "$n" "$rate")" \

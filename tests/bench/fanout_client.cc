@@ -34,7 +34,8 @@
 // errors, errors_410, ended (streams that ended), lost, duplicates,
 // out_of_order, short_at_end (watchers without the writer's last seq),
 // latency_p50_us, latency_p99_us, latency_p999_us, latency_max_us, samples,
-// client_cpu_s, first_error.
+// last_event_ns (CLOCK_REALTIME of the last event), client_cpu_s,
+// first_error.
 // Exit status 0 unless a watcher could not be opened.
 
 #include <fcntl.h>
@@ -162,6 +163,7 @@ struct Totals {
            errors_410 = 0, ended = 0, lost = 0, duplicates = 0,
            out_of_order = 0, samples = 0;
   double max_us = 0;
+  int64_t last_event_ns = 0;  // CLOCK_REALTIME when the last event arrived
   std::string first_error;
   LatencyHistogram latency = MakeHistogram();
 };
@@ -208,6 +210,7 @@ class Client {
     }
     ++c.events;
     ++totals_->events;
+    totals_->last_event_ns = now_ns_;
     totals_->event_bytes += line.size() + 1;  // with its newline
     uint64_t rv = 0;
     if (ParseU64(rv_field_.Find(line), &rv)) {
@@ -632,6 +635,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(totals.samples),
               Quantile(totals.latency, 0.5), Quantile(totals.latency, 0.99),
               Quantile(totals.latency, 0.999), totals.max_us);
+  std::printf("last_event_ns=%lld\n", static_cast<long long>(totals.last_event_ns));
   std::printf("client_cpu_s=%.2f\nseconds=%.2f\n", cpu,
               MonotonicSeconds() - (t_ready > 0 ? t_ready : t_start));
   std::string first_error = totals.first_error;

@@ -24,7 +24,7 @@
 #   BENCH_MIN_TIME (0.5)       decoder_bench seconds per repetition
 #   BENCH_FILTER               decoder_bench --benchmark_filter
 #   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md alone
-#   BENCH_BUILD_DIR (build-bench), JOBS (2)
+#   BENCH_BUILD_DIR (build-bench), JOBS (2), WALWATCH_MARCH (haswell on x86-64)
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_MEMORY_*, BENCH_REPLAY_*, BENCH_OBJECT_BYTES: see
 #                              fanout_bench.sh, memory_bench.sh, replay_bench.sh
@@ -53,7 +53,17 @@ trap 'rm -rf -- "$WORK"' EXIT
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "configuring and building in $BUILD_DIR ..."
-cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF >/dev/null
+# The -march walwatch ships with (CMakeLists.txt: haswell on x86-64), unless
+# WALWATCH_MARCH says otherwise: a build directory configured before that
+# default changed keeps its cached x86-64-v3, which compiles simdjson's
+# fallback kernel.
+MARCH_ARGS=()
+if [[ -n "${WALWATCH_MARCH+set}" ]]; then
+  MARCH_ARGS=("-DWALWATCH_MARCH=$WALWATCH_MARCH")
+elif [[ "$(uname -m)" == x86_64 ]]; then
+  MARCH_ARGS=(-DWALWATCH_MARCH=haswell)
+fi
+cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF "${MARCH_ARGS[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench watch_count \
   bench_writer fanout_client walwatch
 
