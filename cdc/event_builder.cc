@@ -238,10 +238,17 @@ void EventBuilder::Impl::AppendWire(const Pending& p, uint64_t rv,
   // A json (not jsonb) column keeps the writer's whitespace, which may hold
   // line breaks; outside strings (where JSON forbids raw control characters)
   // they are only whitespace, and a watch event must be one line.
-  size_t body_end = wire->size() - 1;
-  for (size_t i = wire->find_first_of("\r\n"); i < body_end;
-       i = wire->find_first_of("\r\n", i + 1)) {
-    (*wire)[i] = ' ';
+  // One memchr per character: find_first_of("\r\n") runs a memchr over the
+  // two-character set per byte of the event, which cost more than decoding.
+  char* body = wire->data();
+  const size_t body_size = wire->size() - 1;  // the final '\n' stays
+  for (char c : {'\n', '\r'}) {
+    char* end = body + body_size;
+    for (char* at = body;
+         (at = static_cast<char*>(std::memchr(at, c, end - at))) != nullptr;
+         ++at) {
+      *at = ' ';
+    }
   }
 }
 

@@ -74,6 +74,7 @@ void ExpectWire(const Event& e, const std::string& original, const char* type,
   EXPECT_NE(e.wire[e.wire.size() - 2], '\n');
   if (single_line) {
     EXPECT_EQ(std::count(e.wire.begin(), e.wire.end(), '\n'), 1);
+    EXPECT_EQ(std::count(e.wire.begin(), e.wire.end(), '\r'), 0);
   }
   json wire = json::parse(e.wire, nullptr, false);
   ASSERT_FALSE(wire.is_discarded()) << "wire is not JSON";
@@ -421,6 +422,8 @@ TEST_F(EventBuilderTest, ObjectLayoutsProduceValidJson) {
       {"{\n  \"metadata\": {\n    \"resourceVersion\": \"7\",\n    "
        "\"annotations\": {\n    }\n  }\n}",
        "7", true},  // line breaks between tokens become spaces
+      {"{\r\n\"metadata\":\r\n{\"resourceVersion\":\"7\"}\r\n}", "7",
+       true},  // so do CRLF ones
       {"\t{\"metadata\":{\"resourceVersion\":\"7\"}}", "7", true},
       // A "metadata" or "resourceVersion" deeper down is not the object's.
       {R"({"spec": {"metadata": {"resourceVersion": "1"}}, "metadata": {"resourceVersion": "2"}})",
