@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -428,7 +429,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     EventLog* log;
   };
   for (;;) {
-    Batch batch(log);
+    std::optional<Batch> batch(std::in_place, log);
     int handled = 0;
     for (;;) {
       char* buf = nullptr;
@@ -469,6 +470,10 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       *error = ExplainPgError(PgError(conn));
       return StreamEnd::kError;
     }
+    // Wake the watchers now, not after the wait below: the events of this
+    // read would otherwise wait for the next message (up to a status
+    // interval, 1 s, when the table goes quiet).
+    batch.reset();
     if (stop.load()) return StreamEnd::kStopped;
     if (keepalive_wanted.exchange(false) && !SendStatus(true, error)) {
       return StreamEnd::kError;

@@ -81,6 +81,25 @@ TEST_F(EventsTest, InsertUpdateDeleteGiveAddedModifiedDeleted) {
   EXPECT_EQ(e.object, modified.Expected(c_delete)) << e.raw;
 }
 
+// A write to a quiet table reaches watchers as soon as walwatch has read it,
+// not when the next message (a keepalive, the next write, or walwatch's own
+// status timer, here 29 s away) wakes the replication loop.
+TEST_F(EventsTest, ALoneWriteIsDeliveredWithoutWaitingForTheNextMessage) {
+  auto o = DefaultOptions();
+  o.extra_args = {"--status-interval", "29s"};
+  auto* ww = StartWalwatch(o);
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  for (int i = 0; i < 3; ++i) {
+    InsertRow(db(), Pod("c1", "default", "alone-" + std::to_string(i)));
+    WatchEvent e;
+    ASSERT_TRUE(watch.NextEvent(&e, In(std::chrono::seconds(10))))
+        << "write " << i << " was not delivered within 10 s";
+    EXPECT_EQ(e.name(), "alone-" + std::to_string(i));
+  }
+}
+
 TEST_F(EventsTest, NamedGroupResourceAndClusterScopedPaths) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
