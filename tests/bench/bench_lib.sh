@@ -9,6 +9,8 @@
 #   start_walwatch SLOT [FLAGS...]   sets WALWATCH_PID, SOCK, METRICS_ADDR;
 #                            returns once /readyz answers 200
 #   stop_walwatch [SIGNAL]   TERM by default; waits for the exit
+#   bench_build DIR JOBS TARGET...   configure DIR for the benchmarks (with
+#                            the -march walwatch ships with) and build TARGETs
 #
 # Environment: WALWATCH_BIN (default build-bench/walwatch, else
 # build/walwatch), BENCH_KEEP=1 keeps the work directory, BENCH_TIMEOUT (600)
@@ -17,6 +19,24 @@
 # shellcheck disable=SC2034  # variables for the scripts that source this
 
 bench_say() { echo "${BENCH_NAME:-bench}: $*" >&2; }
+
+# The -march walwatch ships with (CMakeLists.txt: haswell on x86-64), unless
+# WALWATCH_MARCH says otherwise: a build directory configured before that
+# default changed keeps its cached x86-64-v3, which compiles simdjson's
+# fallback kernel.
+bench_build() {
+  local dir=$1 jobs=$2
+  shift 2
+  local march_args=()
+  if [[ -n "${WALWATCH_MARCH+set}" ]]; then
+    march_args=("-DWALWATCH_MARCH=$WALWATCH_MARCH")
+  elif [[ "$(uname -m)" == x86_64 ]]; then
+    march_args=(-DWALWATCH_MARCH=haswell)
+  fi
+  cmake -S . -B "$dir" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF \
+    "${march_args[@]}" >/dev/null
+  cmake --build "$dir" -j"$jobs" --target "$@"
+}
 bench_die() { bench_say "$*"; exit 1; }
 
 bench_init() {

@@ -37,7 +37,6 @@
 #include <libpq-fe.h>
 
 #include <atomic>
-#include <boost/histogram.hpp>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -52,9 +51,13 @@
 #include <thread>
 #include <vector>
 
+#include "latency_histogram.h"  // same directory
+
 namespace {
 
-namespace bh = boost::histogram;
+using walwatch::bench::LatencyHistogram;
+using walwatch::bench::MakeHistogram;
+using walwatch::bench::Quantile;
 
 std::atomic<bool> g_stop{false};
 extern "C" void OnSignal(int) { g_stop.store(true); }
@@ -226,27 +229,6 @@ void Setup(const Options& o, const std::vector<Target>& targets) {
   }
   db.Exec("COMMIT");
   std::printf("setup_rows=%zu\n", targets.size());
-}
-
-using LatencyHistogram = decltype(bh::make_histogram(
-    bh::axis::regular<double, bh::axis::transform::log>(1, 1.0, 1e8)));
-
-LatencyHistogram MakeHistogram() {
-  // Microseconds, 1 us to 100 s, log bins under 1% wide.
-  return bh::make_histogram(
-      bh::axis::regular<double, bh::axis::transform::log>(2000, 1.0, 1e8));
-}
-
-double Quantile(const LatencyHistogram& h, double q) {
-  double total = 0;
-  for (auto&& x : bh::indexed(h, bh::coverage::all)) total += *x;
-  if (total == 0) return 0;
-  double seen = 0;
-  for (auto&& x : bh::indexed(h, bh::coverage::all)) {
-    seen += *x;
-    if (seen >= q * total) return x.bin().upper();
-  }
-  return 0;
 }
 
 struct WriterResult {

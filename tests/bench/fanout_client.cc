@@ -50,7 +50,6 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/histogram.hpp>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -68,9 +67,13 @@
 #include <string_view>
 #include <vector>
 
+#include "latency_histogram.h"  // same directory
+
 namespace {
 
-namespace bh = boost::histogram;
+using walwatch::bench::LatencyHistogram;
+using walwatch::bench::MakeHistogram;
+using walwatch::bench::Quantile;
 namespace http = boost::beast::http;
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -136,27 +139,6 @@ class FieldFinder {
   std::boyer_moore_horspool_searcher<std::string::const_reverse_iterator>
       searcher_;
 };
-
-using LatencyHistogram = decltype(bh::make_histogram(
-    bh::axis::regular<double, bh::axis::transform::log>(1, 1.0, 1e8)));
-
-LatencyHistogram MakeHistogram() {
-  // Microseconds, 1 us to 100 s, log bins under 1% wide.
-  return bh::make_histogram(
-      bh::axis::regular<double, bh::axis::transform::log>(2000, 1.0, 1e8));
-}
-
-double Quantile(const LatencyHistogram& h, double q) {
-  double total = 0;
-  for (auto&& x : bh::indexed(h, bh::coverage::all)) total += *x;
-  if (total == 0) return 0;
-  double seen = 0;
-  for (auto&& x : bh::indexed(h, bh::coverage::all)) {
-    seen += *x;
-    if (seen >= q * total) return x.bin().upper();
-  }
-  return 0;
-}
 
 struct Totals {
   uint64_t events = 0, event_bytes = 0, bookmarks = 0, errors = 0,

@@ -53,19 +53,10 @@ trap 'rm -rf -- "$WORK"' EXIT
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "configuring and building in $BUILD_DIR ..."
-# The -march walwatch ships with (CMakeLists.txt: haswell on x86-64), unless
-# WALWATCH_MARCH says otherwise: a build directory configured before that
-# default changed keeps its cached x86-64-v3, which compiles simdjson's
-# fallback kernel.
-MARCH_ARGS=()
-if [[ -n "${WALWATCH_MARCH+set}" ]]; then
-  MARCH_ARGS=("-DWALWATCH_MARCH=$WALWATCH_MARCH")
-elif [[ "$(uname -m)" == x86_64 ]]; then
-  MARCH_ARGS=(-DWALWATCH_MARCH=haswell)
-fi
-cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF "${MARCH_ARGS[@]}" >/dev/null
-cmake --build "$BUILD_DIR" -j"$JOBS" --target decoder_bench watch_count \
-  bench_writer fanout_client walwatch
+# shellcheck source=tests/bench/bench_lib.sh
+source tests/bench/bench_lib.sh
+bench_build "$BUILD_DIR" "$JOBS" decoder_bench watch_count bench_writer \
+  fanout_client walwatch
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")

@@ -52,20 +52,10 @@ fi
 [[ "$MINUTES" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "soak: SOAK_MINUTES must be a number" >&2; exit 2; }
 
 echo "soak: building in $BUILD_DIR ..." >&2
-# The -march walwatch ships with (see run-bench.sh), unless WALWATCH_MARCH
-# says otherwise.
-MARCH_ARGS=()
-if [[ -n "${WALWATCH_MARCH+set}" ]]; then
-  MARCH_ARGS=("-DWALWATCH_MARCH=$WALWATCH_MARCH")
-elif [[ "$(uname -m)" == x86_64 ]]; then
-  MARCH_ARGS=(-DWALWATCH_MARCH=haswell)
-fi
-cmake -S . -B "$BUILD_DIR" -DWALWATCH_BUILD_BENCH=ON -DWALWATCH_BUILD_TESTS=OFF "${MARCH_ARGS[@]}" >/dev/null
-cmake --build "$BUILD_DIR" -j"${JOBS:-2}" --target walwatch bench_writer fanout_client >/dev/null
-WALWATCH_BIN=${WALWATCH_BIN:-$PWD/$BUILD_DIR/walwatch}
-
 # shellcheck source=tests/bench/bench_lib.sh
 source tests/bench/bench_lib.sh
+bench_build "$BUILD_DIR" "${JOBS:-2}" walwatch bench_writer fanout_client >/dev/null
+WALWATCH_BIN=${WALWATCH_BIN:-$PWD/$BUILD_DIR/walwatch}
 
 DURATION=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 bench_init soak
