@@ -75,9 +75,9 @@ struct ReplicationStream::Impl {
         streaming(streaming),
         decoder(opt.mapping),
         assembler(opt.max_transaction_bytes, 0),
-        stop_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+        wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Impl() {
-    if (stop_fd >= 0) close(stop_fd);
+    if (wake_fd >= 0) close(wake_fd);
   }
 
   const ReplicationOptions opt;
@@ -95,9 +95,9 @@ struct ReplicationStream::Impl {
   EventLog* log = nullptr;
   uint64_t last_received = 0;
   Clock::time_point next_status;
-  const int stop_fd;  // an eventfd: wakes the poll loop
-  std::atomic<bool> stop{false};
-  PgStop stop_signal;  // interrupts START_REPLICATION
+  const int wake_fd;  // an eventfd: wakes the poll loop for a keepalive
+  // Stop(): ends the poll loop, the backoff wait and START_REPLICATION.
+  PgStop stop;
   std::atomic<bool> keepalive_wanted{false};
   bool start_failed_after_connect = false;
   uint64_t xid_reference = 0;  // a recent full xid, to widen 32-bit ones
@@ -139,7 +139,7 @@ std::string ReplicationStream::Impl::StartStreaming() {
       "\"add-tables\" " +
       QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
   std::string err;
-  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop_signal);
+  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop);
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
     if (res) err = PgResultError(res.get());
     if (err.empty()) err = PgError(repl.get());
@@ -448,7 +448,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         if (Clock::now() >= next_status && !SendStatus(true, error)) {
           return StreamEnd::kError;
         }
-        if (stop.load(std::memory_order_relaxed)) return StreamEnd::kStopped;
+        if (stop.raised()) return StreamEnd::kStopped;
         continue;
       }
       if (n == 0) break;
@@ -474,7 +474,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     // read would otherwise wait for the next message (up to a status
     // interval, 1 s, when the table goes quiet).
     batch.reset();
-    if (stop.load()) return StreamEnd::kStopped;
+    if (stop.raised()) return StreamEnd::kStopped;
     if (keepalive_wanted.exchange(false) && !SendStatus(true, error)) {
       return StreamEnd::kError;
     }
@@ -496,17 +496,19 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     int timeout_ms = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(next_status - now)
             .count()) + 1;
-    pollfd fds[2] = {{PQsocket(conn), POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int r = poll(fds, 2, timeout_ms);
+    pollfd fds[3] = {{PQsocket(conn), POLLIN, 0},
+                     {wake_fd, POLLIN, 0},
+                     {stop.fd(), POLLIN, 0}};
+    int r = poll(fds, 3, timeout_ms);
     if (r < 0 && errno != EINTR) {
       *error = std::string("poll: ") + std::strerror(errno);
       return StreamEnd::kError;
     }
+    if (stop.raised()) return StreamEnd::kStopped;
     if (fds[1].revents) {
       uint64_t count;
-      ssize_t n = read(stop_fd, &count, sizeof(count));
+      ssize_t n = read(wake_fd, &count, sizeof(count));
       (void)n;
-      if (stop.load()) return StreamEnd::kStopped;
     }
     if (fds[0].revents && !PQconsumeInput(conn)) {
       *error = ExplainPgError(PgError(conn));
@@ -517,16 +519,12 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
 
 bool ReplicationStream::Impl::WaitOrStop(std::chrono::milliseconds delay) {
   auto deadline = Clock::now() + delay;
-  while (!stop.load()) {
+  while (!stop.raised()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - Clock::now());
     if (left.count() <= 0) return true;
-    pollfd fd = {stop_fd, POLLIN, 0};
-    if (poll(&fd, 1, static_cast<int>(left.count())) > 0) {
-      uint64_t count;
-      ssize_t n = read(stop_fd, &count, sizeof(count));
-      (void)n;
-    }
+    pollfd fd = {stop.fd(), POLLIN, 0};
+    poll(&fd, 1, static_cast<int>(left.count()));
   }
   return false;
 }
@@ -562,7 +560,7 @@ void ReplicationStream::Run(EventLog* log) {
   m.assembler.set_last_commit_lsn(log->current_rv());
   std::mt19937_64 rng(std::random_device{}());
   int attempt = 0;
-  while (!m.stop.load()) {
+  while (!m.stop.raised()) {
     if (!m.repl) {
       ++attempt;
       std::chrono::milliseconds base = std::min<std::chrono::milliseconds>(
@@ -625,16 +623,10 @@ void ReplicationStream::Run(EventLog* log) {
 void ReplicationStream::RequestKeepalive() {
   impl_->keepalive_wanted = true;
   uint64_t one = 1;
-  ssize_t n = write(impl_->stop_fd, &one, sizeof(one));
+  ssize_t n = write(impl_->wake_fd, &one, sizeof(one));
   (void)n;
 }
 
-void ReplicationStream::Stop() {
-  impl_->stop = true;
-  impl_->stop_signal.Raise();
-  uint64_t one = 1;
-  ssize_t n = write(impl_->stop_fd, &one, sizeof(one));
-  (void)n;
-}
+void ReplicationStream::Stop() { impl_->stop.Raise(); }
 
 }  // namespace walwatch
