@@ -54,7 +54,7 @@ struct ObjectLayout {
   size_t rv_begin = npos, rv_end = npos;  // the member RV's string token
   size_t ann_open = npos;
   bool ann_empty = false;
-  std::vector<std::pair<std::string, std::string>> labels;
+  LabelList labels;
 };
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -82,8 +82,7 @@ struct Pending {
 };
 
 // Labels as a set: the same pairs in any order.
-bool SameLabels(std::vector<std::pair<std::string, std::string>> a,
-                std::vector<std::pair<std::string, std::string>> b) {
+bool SameLabels(LabelList a, LabelList b) {
   if (a.size() != b.size()) return false;
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
@@ -97,7 +96,26 @@ struct EventBuilder::Impl {
   std::string scratch;  // for objects whose buffer lacks padding
 
   std::string Analyze(const std::string& text, ObjectLayout* out);
-  static void AppendWire(const Pending& p, uint64_t rv, std::string* wire);
+
+  // An event line, {"type":"<type>","object":<object with edits>}\n, planned
+  // so that its exact size is known before it is written into the event.
+  static constexpr const char kWirePrefix[] = "{\"type\":\"";
+  static constexpr const char kWireMiddle[] = "\",\"object\":";
+  static constexpr const char kWireSuffix[] = "}\n";
+  struct Edit {
+    size_t at;
+    size_t erase;
+    std::string insert;
+  };
+  struct Wire {
+    const std::string* object = nullptr;
+    const char* type = nullptr;
+    std::vector<Edit> edits;  // sorted by `at`
+    size_t size = 0;
+  };
+  static Wire PlanWire(EventType type, const RowView& row,
+                       const ObjectLayout& layout, uint64_t rv);
+  static void WriteWire(const Wire& wire, char* out);
 };
 
 EventBuilder::EventBuilder() : impl_(std::make_unique<Impl>()) {}
@@ -185,18 +203,17 @@ std::string EventBuilder::Impl::Analyze(const std::string& text,
   return "";
 }
 
-void EventBuilder::Impl::AppendWire(const Pending& p, uint64_t rv,
-                                    std::string* wire) {
-  const std::string& obj = Col(p.row, MappedField::kObject).text;
-  const ObjectLayout& l = p.layout;
+EventBuilder::Impl::Wire EventBuilder::Impl::PlanWire(EventType type,
+                                                       const RowView& row,
+                                                       const ObjectLayout& l,
+                                                       uint64_t rv) {
+  Wire w;
+  w.object = &Col(row, MappedField::kObject).text;
+  w.type = EventTypeName(type);
+  const std::string& obj = *w.object;
   std::string rv_token = "\"" + std::to_string(rv) + "\"";
 
-  struct Edit {
-    size_t at;
-    size_t erase;
-    std::string insert;
-  };
-  std::vector<Edit> edits;
+  std::vector<Edit>& edits = w.edits;
   if (l.meta_open == ObjectLayout::npos) {
     edits.push_back({l.top_open + 1, 0,
                      "\"metadata\":{\"resourceVersion\":" + rv_token + "}" +
@@ -222,29 +239,38 @@ void EventBuilder::Impl::AppendWire(const Pending& p, uint64_t rv,
   std::sort(edits.begin(), edits.end(),
             [](const Edit& a, const Edit& b) { return a.at < b.at; });
 
-  const char* type = EventTypeName(p.type);
-  size_t extra = 0;
-  for (const auto& e : edits) extra += e.insert.size();
-  wire->reserve(obj.size() + extra + 40);
-  wire->append("{\"type\":\"").append(type).append("\",\"object\":");
+  w.size = std::strlen(kWirePrefix) + std::strlen(w.type) +
+           std::strlen(kWireMiddle) + obj.size() + std::strlen(kWireSuffix);
+  for (const auto& e : edits) w.size = w.size + e.insert.size() - e.erase;
+  return w;
+}
+
+void EventBuilder::Impl::WriteWire(const Wire& w, char* out) {
+  char* const begin = out;
+  auto put = [&out](std::string_view s) {
+    std::memcpy(out, s.data(), s.size());
+    out += s.size();
+  };
+  const std::string_view obj = *w.object;
+  put(kWirePrefix);
+  put(w.type);
+  put(kWireMiddle);
   size_t pos = 0;
-  for (const auto& e : edits) {
-    wire->append(obj, pos, e.at - pos);
-    wire->append(e.insert);
+  for (const auto& e : w.edits) {
+    put(obj.substr(pos, e.at - pos));
+    put(e.insert);
     pos = e.at + e.erase;
   }
-  wire->append(obj, pos, std::string::npos);
-  wire->append("}\n");
+  put(obj.substr(pos));
+  put(kWireSuffix);
   // A json (not jsonb) column keeps the writer's whitespace, which may hold
   // line breaks; outside strings (where JSON forbids raw control characters)
   // they are only whitespace, and a watch event must be one line.
   // One memchr per character: find_first_of("\r\n") runs a memchr over the
   // two-character set per byte of the event, which cost more than decoding.
-  char* body = wire->data();
-  const size_t body_size = wire->size() - 1;  // the final '\n' stays
+  char* const end = out - 1;  // the final '\n' stays
   for (char c : {'\n', '\r'}) {
-    char* end = body + body_size;
-    for (char* at = body;
+    for (char* at = begin;
          (at = static_cast<char*>(std::memchr(at, c, end - at))) != nullptr;
          ++at) {
       *at = ' ';
@@ -341,30 +367,32 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
 
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
-    auto e = std::make_shared<Event>();
+    const uint64_t rv = i + 1 == pending.size() ? txn.commit_lsn : prev_rv;
+    Event::Strings strings;
+    strings.group = Col(p.row, MappedField::kGroup).text;
+    strings.version = Col(p.row, MappedField::kVersion).text;
+    strings.resource = Col(p.row, MappedField::kResource).text;
+    strings.kind = Col(p.row, MappedField::kKind).text;
+    strings.cluster = Col(p.row, MappedField::kCluster).text;
+    strings.ns = Col(p.row, MappedField::kNamespace).text;
+    strings.name = Col(p.row, MappedField::kName).text;
+    strings.labels = &p.layout.labels;
+    Impl::Wire wire = Impl::PlanWire(p.type, p.row, p.layout, rv);
+    Impl::Wire prev_wire;
+    if (p.labels_changed) {
+      prev_wire =
+          Impl::PlanWire(EventType::kDeleted, p.old_row, p.old_layout, rv);
+      strings.prev_labels = &p.old_layout.labels;
+    }
+    std::shared_ptr<Event> e = Event::Allocate(strings, wire.size, prev_wire.size);
+    Impl::WriteWire(wire, e->mutable_wire());
+    if (p.labels_changed) Impl::WriteWire(prev_wire, e->mutable_prev_wire());
     e->last_in_txn = i + 1 == pending.size();
-    e->rv = e->last_in_txn ? txn.commit_lsn : prev_rv;
+    e->rv = rv;
     e->commit_lsn = txn.commit_lsn;
     e->xid = txn.full_xid;
     e->type = p.type;
     e->commit_time_us = txn.commit_time_us;
-    e->group = Col(p.row, MappedField::kGroup).text;
-    e->version = Col(p.row, MappedField::kVersion).text;
-    e->resource = Col(p.row, MappedField::kResource).text;
-    e->kind = Col(p.row, MappedField::kKind).text;
-    e->cluster = Col(p.row, MappedField::kCluster).text;
-    e->ns = Col(p.row, MappedField::kNamespace).text;
-    e->name = Col(p.row, MappedField::kName).text;
-    e->labels = p.layout.labels;
-    Impl::AppendWire(p, e->rv, &e->wire);
-    if (p.labels_changed) {
-      Pending old;
-      old.type = EventType::kDeleted;
-      old.row = p.old_row;
-      old.layout = p.old_layout;
-      e->prev_labels = p.old_layout.labels;
-      Impl::AppendWire(old, e->rv, &e->prev_wire);
-    }
     out->events.push_back(std::move(e));
   }
 }

@@ -337,7 +337,9 @@ void ReplicationStream::Impl::OnCommit() {
       case EventType::kModified: ++stats->events_modified; break;
       case EventType::kDeleted: ++stats->events_deleted; break;
     }
-    catalog->Add({e->group, e->version, e->resource}, e->kind);
+    catalog->Add({std::string(e->group()), std::string(e->version()),
+                  std::string(e->resource())},
+                 std::string(e->kind()));
   }
   if (log->AppendTransaction(txn.commit_lsn, std::move(built.events)) ==
       EventLog::AppendResult::kTooLarge) {

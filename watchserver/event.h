@@ -1,14 +1,24 @@
 // An Event is one Kubernetes watch event, built once by the replication thread
 // and shared read-only by every watcher that sends it.
 //
-// Thread safety: an Event is immutable after construction; it crosses threads
-// only as EventPtr (shared_ptr<const Event>).
+// Memory: the event log holds every retained event, so an event is compact.
+// Its strings (the wire line, the filter fields and labels) live in one
+// buffer of exactly their size, addressed by 32-bit ends; nothing else is
+// allocated but the shared_ptr block that holds this header (see
+// MemoryBytes and BENCHMARKS.md).
+//
+// Thread safety: an Event is immutable once shared; it crosses threads only
+// as EventPtr (shared_ptr<const Event>).
 #ifndef WALWATCH_WATCHSERVER_EVENT_H_
 #define WALWATCH_WATCHSERVER_EVENT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,7 +28,98 @@ enum class EventType : uint8_t { kAdded, kModified, kDeleted };
 
 const char* EventTypeName(EventType type);
 
-struct Event {
+// An object's labels as a list of pairs. Should a key repeat, its last value
+// counts (as when Go or jsonb decode a JSON object).
+using LabelList = std::vector<std::pair<std::string, std::string>>;
+
+// Labels packed in an Event: each key and value is a 32-bit length followed
+// by its bytes. Iterating yields pairs of views into the event.
+class LabelsView {
+ public:
+  using value_type = std::pair<std::string_view, std::string_view>;
+
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = LabelsView::value_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const value_type*;
+    using reference = value_type;
+
+    explicit iterator(const char* at) : at_(at) {}
+    value_type operator*() const {
+      const char* p = at_;
+      std::string_view k = Next(&p);
+      return {k, Next(&p)};
+    }
+    iterator& operator++() {
+      Next(&at_);
+      Next(&at_);
+      return *this;
+    }
+    bool operator==(const iterator& o) const { return at_ == o.at_; }
+    bool operator!=(const iterator& o) const { return at_ != o.at_; }
+
+   private:
+    static std::string_view Next(const char** p) {
+      uint32_t n;
+      std::memcpy(&n, *p, sizeof n);
+      std::string_view s(*p + sizeof n, n);
+      *p += sizeof n + n;
+      return s;
+    }
+    const char* at_;
+  };
+
+  LabelsView() = default;
+  LabelsView(const char* begin, const char* end) : begin_(begin), end_(end) {}
+
+  iterator begin() const { return iterator(begin_); }
+  iterator end() const { return iterator(end_); }
+  bool empty() const { return begin_ == end_; }
+  size_t size() const;
+  // The pairs, copied (for tests and diagnostics).
+  LabelList ToList() const;
+
+  // Bytes `labels` take packed.
+  static size_t PackedSize(const LabelList& labels);
+  // Writes `labels` packed at `out`; returns the end.
+  static char* Pack(const LabelList& labels, char* out);
+
+ private:
+  const char* begin_ = nullptr;
+  const char* end_ = nullptr;
+};
+
+class Event {
+  struct Private {};
+
+ public:
+  // The strings an event is made with; Allocate and Make copy them.
+  struct Strings {
+    std::string_view group, version, resource, kind, cluster, ns, name;
+    const LabelList* labels = nullptr;       // null: none
+    // Only for a MODIFIED whose labels changed (see prev_wire()).
+    const LabelList* prev_labels = nullptr;  // null: none
+  };
+
+  // An event holding `strings`, with room for wire_size bytes of wire line
+  // and prev_wire_size bytes of previous state, which the caller writes
+  // through mutable_wire() and mutable_prev_wire() before sharing it (the
+  // builder serializes straight into the event: no copy). Throws
+  // std::length_error if the strings together exceed 4 GiB.
+  static std::shared_ptr<Event> Allocate(const Strings& strings,
+                                         size_t wire_size,
+                                         size_t prev_wire_size = 0);
+  // Allocate, with `wire` and `prev_wire` copied in.
+  static std::shared_ptr<Event> Make(const Strings& strings,
+                                     std::string_view wire,
+                                     std::string_view prev_wire = {});
+
+  Event(Private, std::unique_ptr<char[]> data);
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
   // The resourceVersion this event carries (see schema/PROTOCOL.md): the
   // commit LSN of the previous transaction for all but the last event of a
   // transaction, and the transaction's own commit LSN for the last one.
@@ -29,17 +130,24 @@ struct Event {
   // The transaction's id, widened to 64 bits (PostgreSQL's FullTransactionId,
   // as pg_current_snapshot() prints it); 0 for initial-state events.
   uint64_t xid = 0;
-  bool last_in_txn = false;
-  EventType type = EventType::kAdded;
   // Commit time, microseconds since the Unix epoch (from wal2json).
   int64_t commit_time_us = 0;
-
-  // What watchers filter on, extracted once when the event is built.
-  std::string group, version, resource, kind, cluster, ns, name;
-  std::vector<std::pair<std::string, std::string>> labels;
+  bool last_in_txn = false;
+  EventType type = EventType::kAdded;
 
   // The complete line sent to watchers: {"type":..,"object":..}\n
-  std::string wire;
+  std::string_view wire() const { return Field(kWire); }
+  char* mutable_wire() { return data_.get() + Begin(kWire); }
+
+  // What watchers filter on, extracted once when the event is built.
+  std::string_view group() const { return Field(kGroup); }
+  std::string_view version() const { return Field(kVersion); }
+  std::string_view resource() const { return Field(kResource); }
+  std::string_view kind() const { return Field(kKind); }
+  std::string_view cluster() const { return Field(kCluster); }
+  std::string_view ns() const { return Field(kNamespace); }
+  std::string_view name() const { return Field(kName); }
+  LabelsView labels() const { return Labels(kLabels); }
 
   // Only for a MODIFIED whose labels changed (empty otherwise): the object's
   // labels before the change, and its previous state as a DELETED line,
@@ -49,11 +157,40 @@ struct Event {
   // prev_wire, one it enters sends this event as ADDED, one it stays in
   // sends it as is (fields other than labels cannot change in a MODIFIED:
   // a change of name, namespace or cluster is DELETED then ADDED).
-  std::vector<std::pair<std::string, std::string>> prev_labels;
-  std::string prev_wire;
+  std::string_view prev_wire() const { return Field(kPrevWire); }
+  char* mutable_prev_wire() { return data_.get() + Begin(kPrevWire); }
+  LabelsView prev_labels() const { return Labels(kPrevLabels); }
 
-  // Bytes this event holds in memory, used to bound the event log.
+  // Bytes this event holds in memory, with the allocator's and the event
+  // log's per-event overhead, used to bound the event log.
   size_t MemoryBytes() const;
+
+ private:
+  // The parts of data_, in order; end_[i] is where part i ends.
+  enum Part : uint8_t {
+    kWire,
+    kPrevWire,
+    kGroup,
+    kVersion,
+    kResource,
+    kKind,
+    kCluster,
+    kNamespace,
+    kName,
+    kLabels,
+    kPrevLabels,
+    kPartCount
+  };
+  uint32_t Begin(Part p) const { return p == 0 ? 0 : end_[p - 1]; }
+  std::string_view Field(Part p) const {
+    return std::string_view(data_.get() + Begin(p), end_[p] - Begin(p));
+  }
+  LabelsView Labels(Part p) const {
+    return LabelsView(data_.get() + Begin(p), data_.get() + end_[p]);
+  }
+
+  uint32_t end_[kPartCount] = {};
+  std::unique_ptr<char[]> data_;
 };
 
 using EventPtr = std::shared_ptr<const Event>;

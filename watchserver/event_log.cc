@@ -305,11 +305,11 @@ std::string EventLog::ResourceKey(std::string_view group,
 
 void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {
   key_scratch_.clear();
-  key_scratch_.append(event.group)
+  key_scratch_.append(event.group())
       .append(1, '/')
-      .append(event.version)
+      .append(event.version())
       .append(1, '/')
-      .append(event.resource);
+      .append(event.resource());
   auto it = last_seq_of_.find(key_scratch_);
   if (it == last_seq_of_.end()) {
     last_seq_of_.emplace(key_scratch_, seq);

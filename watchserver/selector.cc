@@ -210,12 +210,19 @@ bool ParseInt64(std::string_view s, int64_t* out) {
   return true;
 }
 
-// The value of `key` in `labels`, or null. The last occurrence wins.
-const std::string* LookupLabel(const LabelList& labels, std::string_view key) {
-  for (auto it = labels.rbegin(); it != labels.rend(); ++it) {
-    if (it->first == key) return &it->second;
+// Sets *value to the value of `key` in `labels` and returns true, or
+// returns false. The last occurrence wins.
+template <typename Labels>
+bool LookupLabel(const Labels& labels, std::string_view key,
+                 std::string_view* value) {
+  bool found = false;
+  for (const auto& [k, v] : labels) {
+    if (k == key) {
+      *value = v;
+      found = true;
+    }
   }
-  return nullptr;
+  return found;
 }
 
 // ---- Label selector lexer (labels.Lexer) ----
@@ -623,8 +630,7 @@ bool LabelSelector::Requirement::HasValue(std::string_view value) const {
   return it != values.end() && *it == value;
 }
 
-bool LabelSelector::Requirement::Matches(const LabelList& labels) const {
-  const std::string* value = LookupLabel(labels, key);
+bool LabelSelector::Requirement::Matches(const std::string_view* value) const {
   switch (op) {
     case Op::kIn:
     case Op::kEquals:
@@ -647,11 +653,23 @@ bool LabelSelector::Requirement::Matches(const LabelList& labels) const {
   return false;
 }
 
-bool LabelSelector::Matches(const LabelList& labels) const {
+template <typename Labels>
+bool LabelSelector::MatchesLabels(const Labels& labels) const {
   for (const Requirement& r : requirements_) {
-    if (!r.Matches(labels)) return false;
+    std::string_view value;
+    if (!r.Matches(LookupLabel(labels, r.key, &value) ? &value : nullptr)) {
+      return false;
+    }
   }
   return true;
+}
+
+bool LabelSelector::Matches(LabelsView labels) const {
+  return MatchesLabels(labels);
+}
+
+bool LabelSelector::Matches(const LabelList& labels) const {
+  return MatchesLabels(labels);
 }
 
 std::string LabelSelector::ToString() const {
@@ -808,16 +826,16 @@ bool FieldFromName(std::string_view name, FieldSelector::Field* field) {
   return false;
 }
 
-const std::string& FieldValue(const Event& event, FieldSelector::Field field) {
+std::string_view FieldValue(const Event& event, FieldSelector::Field field) {
   switch (field) {
     case FieldSelector::Field::kName:
-      return event.name;
+      return event.name();
     case FieldSelector::Field::kNamespace:
-      return event.ns;
+      return event.ns();
     case FieldSelector::Field::kCluster:
       break;
   }
-  return event.cluster;
+  return event.cluster();
 }
 
 }  // namespace
@@ -889,11 +907,11 @@ std::string WatchFilter::Create(const WatchRequest& request, WatchFilter* out) {
 }
 
 bool WatchFilter::Matches(const Event& event) const {
-  return event.resource == spec_.resource && event.group == spec_.group &&
-         event.version == spec_.version &&
-         (spec_.cluster.empty() || event.cluster == spec_.cluster) &&
-         (spec_.ns.empty() || event.ns == spec_.ns) &&
-         labels_.Matches(event.labels) && fields_.Matches(event);
+  return event.resource() == spec_.resource && event.group() == spec_.group &&
+         event.version() == spec_.version &&
+         (spec_.cluster.empty() || event.cluster() == spec_.cluster) &&
+         (spec_.ns.empty() || event.ns() == spec_.ns) &&
+         labels_.Matches(event.labels()) && fields_.Matches(event);
 }
 
 }  // namespace walwatch

@@ -72,10 +72,6 @@ namespace walwatch {
 
 struct WatchRequest;
 
-// An object's labels as an Event holds them. Should a key repeat, its last
-// value counts (as when Go or jsonb decode a JSON object).
-using LabelList = std::vector<std::pair<std::string, std::string>>;
-
 class LabelSelector {
  public:
   enum class Op : uint8_t {
@@ -97,6 +93,9 @@ class LabelSelector {
   // *out unchanged.
   static std::string Parse(std::string_view text, LabelSelector* out);
 
+  // An event's labels, or a list of them (the last value of a repeated key
+  // counts).
+  bool Matches(LabelsView labels) const;
   bool Matches(const LabelList& labels) const;
   bool Empty() const { return requirements_.empty(); }
 
@@ -113,10 +112,13 @@ class LabelSelector {
     std::vector<std::string> values;
     int64_t bound = 0;  // kGreaterThan/kLessThan: values[0] as an integer
 
-    bool Matches(const LabelList& labels) const;
+    // `value`: the label's value, or null if the object lacks the label.
+    bool Matches(const std::string_view* value) const;
     bool HasValue(std::string_view value) const;
   };
   friend class LabelSelectorParser;
+  template <typename Labels>
+  bool MatchesLabels(const Labels& labels) const;
 
   std::vector<Requirement> requirements_;  // sorted by key
 };

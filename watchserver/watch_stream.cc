@@ -2,6 +2,7 @@
 // initial state, the live stream from the EventLog, bookmarks, and how it
 // ends. schema/PROTOCOL.md is the contract this implements.
 #include <algorithm>
+#include <cstring>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
@@ -73,8 +74,8 @@ std::vector<EventPtr> TakeWriteBatch(const std::vector<EventPtr>& from,
   size_t bytes = 0;
   while (*next < from.size()) {
     const EventPtr& event = from[*next];
-    if (!batch.empty() && bytes + event->wire.size() > max_bytes) break;
-    bytes += event->wire.size();
+    if (!batch.empty() && bytes + event->wire().size() > max_bytes) break;
+    bytes += event->wire().size();
     batch.push_back(event);
     ++*next;
   }
@@ -291,7 +292,7 @@ void WatchSession::PollStateBeforeReady() {
   initial_pending_.clear();
   initial_sent_ = 0;
   for (EventPtr& event : taken) {
-    if (!event->wire.empty() && filter_.Matches(*event)) {
+    if (!event->wire().empty() && filter_.Matches(*event)) {
       initial_pending_.push_back(std::move(event));
     }
   }
@@ -321,7 +322,7 @@ void WatchSession::PumpInitialState() {
             WatchEndReason::kError);
       }
       for (EventPtr& event : taken) {
-        if (!event->wire.empty() && filter_.Matches(*event)) {
+        if (!event->wire().empty() && filter_.Matches(*event)) {
           initial_pending_.push_back(std::move(event));
         }
       }
@@ -415,8 +416,8 @@ void WatchSession::Pump() {
   size_t consumed = 0;
   for (const EventPtr& event : read_batch_) {
     if (EventPtr out = ForThisWatch(event)) {
-      if (!matching.empty() && bytes + out->wire.size() > max_bytes) break;
-      bytes += out->wire.size();
+      if (!matching.empty() && bytes + out->wire().size() > max_bytes) break;
+      bytes += out->wire().size();
       matching.push_back(std::move(out));
     }
     ++consumed;
@@ -438,10 +439,10 @@ void WatchSession::Pump() {
 EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
   // An empty chunk would read as the final one; such an event is a bug
   // upstream, never something to send.
-  if (event->wire.empty()) return nullptr;
+  if (event->wire().empty()) return nullptr;
   const bool now = filter_.Matches(*event);
   const LabelSelector& labels = filter_.label_selector();
-  if (event->type != EventType::kModified || event->prev_wire.empty() ||
+  if (event->type != EventType::kModified || event->prev_wire().empty() ||
       labels.Empty()) {
     return now ? event : nullptr;
   }
@@ -451,32 +452,39 @@ EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
   // if it passes now.
   auto passes_but_for_labels = [&] {
     const WatchFilterSpec& spec = filter_.spec();
-    return event->resource == spec.resource && event->group == spec.group &&
-           event->version == spec.version &&
-           (spec.cluster.empty() || event->cluster == spec.cluster) &&
-           (spec.ns.empty() || event->ns == spec.ns) &&
+    return event->resource() == spec.resource &&
+           event->group() == spec.group && event->version() == spec.version &&
+           (spec.cluster.empty() || event->cluster() == spec.cluster) &&
+           (spec.ns.empty() || event->ns() == spec.ns) &&
            filter_.field_selector().Matches(*event);
   };
-  const bool before = labels.Matches(event->prev_labels) &&
+  const bool before = labels.Matches(event->prev_labels()) &&
                       (now || passes_but_for_labels());
   if (now == before) return now ? event : nullptr;
   // As the apiserver's cacher: entering the selection is ADDED, leaving it
   // is DELETED with the previous object (at this event's RV).
-  auto variant = std::make_shared<Event>();
+  // The variant carries no filter fields: it is only written.
+  constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",";
+  constexpr std::string_view kAdded = "{\"type\":\"ADDED\",";
+  std::shared_ptr<Event> variant;
+  if (before) {
+    variant = Event::Make({}, event->prev_wire());
+    variant->type = EventType::kDeleted;
+  } else {
+    std::string_view wire = event->wire();
+    if (wire.substr(0, kModified.size()) != kModified) return event;
+    std::string_view rest = wire.substr(kModified.size());
+    variant = Event::Allocate({}, kAdded.size() + rest.size());
+    char* out = variant->mutable_wire();
+    std::memcpy(out, kAdded.data(), kAdded.size());
+    std::memcpy(out + kAdded.size(), rest.data(), rest.size());
+    variant->type = EventType::kAdded;
+  }
   variant->rv = event->rv;
   variant->commit_lsn = event->commit_lsn;
+  variant->xid = event->xid;
   variant->last_in_txn = event->last_in_txn;
   variant->commit_time_us = event->commit_time_us;
-  if (before) {
-    variant->type = EventType::kDeleted;
-    variant->wire = event->prev_wire;
-    return variant;
-  }
-  constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",";
-  if (event->wire.compare(0, kModified.size(), kModified) != 0) return event;
-  variant->type = EventType::kAdded;
-  variant->wire = "{\"type\":\"ADDED\",";
-  variant->wire.append(event->wire, kModified.size(), std::string::npos);
   return variant;
 }
 
@@ -510,7 +518,8 @@ void WatchSession::WriteEvents(std::vector<EventPtr> events, bool live) {
   std::vector<net::const_buffer> buffers;
   buffers.reserve(events_in_flight_.size());
   for (const EventPtr& event : events_in_flight_) {
-    buffers.push_back(net::buffer(event->wire));
+    std::string_view wire = event->wire();
+    buffers.push_back(net::buffer(wire.data(), wire.size()));
   }
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
   BeginWrite();

@@ -823,7 +823,7 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
         return;
       }
       events += built.events.size();
-      benchmark::DoNotOptimize(built.events.front()->wire.data());
+      benchmark::DoNotOptimize(built.events.front()->wire().data());
       prev_rv = txn.commit_lsn;
     }
   }

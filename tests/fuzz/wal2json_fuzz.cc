@@ -177,7 +177,7 @@ class Pipeline {
 
   void CheckEvent(const walwatch::Event& e, const Transaction& txn,
                   uint64_t want_rv, bool last, bool plain_objects) {
-    const std::string& wire = e.wire;
+    const std::string wire(e.wire());
     FUZZ_CHECK(e.rv == want_rv,
                std::to_string(e.rv) + " != " + std::to_string(want_rv));
     FUZZ_CHECK(e.commit_lsn == txn.commit_lsn);

@@ -68,15 +68,15 @@ std::string ColumnOf(const std::string& line, const char* tuple,
 void ExpectWire(const Event& e, const std::string& original, const char* type,
                 const std::optional<std::string>& member_rv,
                 bool single_line = true) {
-  SCOPED_TRACE(e.wire.substr(0, 300));
-  ASSERT_GE(e.wire.size(), 2u);
-  EXPECT_EQ(e.wire.back(), '\n');
-  EXPECT_NE(e.wire[e.wire.size() - 2], '\n');
+  SCOPED_TRACE(e.wire().substr(0, 300));
+  ASSERT_GE(e.wire().size(), 2u);
+  EXPECT_EQ(e.wire().back(), '\n');
+  EXPECT_NE(e.wire()[e.wire().size() - 2], '\n');
   if (single_line) {
-    EXPECT_EQ(std::count(e.wire.begin(), e.wire.end(), '\n'), 1);
-    EXPECT_EQ(std::count(e.wire.begin(), e.wire.end(), '\r'), 0);
+    EXPECT_EQ(std::count(e.wire().begin(), e.wire().end(), '\n'), 1);
+    EXPECT_EQ(std::count(e.wire().begin(), e.wire().end(), '\r'), 0);
   }
-  json wire = json::parse(e.wire, nullptr, false);
+  json wire = json::parse(e.wire(), nullptr, false);
   ASSERT_FALSE(wire.is_discarded()) << "wire is not JSON";
   ASSERT_TRUE(wire.is_object());
   EXPECT_EQ(wire.size(), 2u);
@@ -126,20 +126,20 @@ TEST_F(EventBuilderTest, InsertIsAdded) {
   EXPECT_EQ(e.commit_lsn, kCommit746);
   EXPECT_TRUE(e.last_in_txn);
   EXPECT_EQ(e.commit_time_us, 1796217696726676);
-  EXPECT_EQ(e.group, "");
-  EXPECT_EQ(e.version, "v1");
-  EXPECT_EQ(e.resource, "pods");
-  EXPECT_EQ(e.kind, "Pod");
-  EXPECT_EQ(e.cluster, "c1");
-  EXPECT_EQ(e.ns, "default");
-  EXPECT_EQ(e.name, "p1");
+  EXPECT_EQ(e.group(), "");
+  EXPECT_EQ(e.version(), "v1");
+  EXPECT_EQ(e.resource(), "pods");
+  EXPECT_EQ(e.kind(), "Pod");
+  EXPECT_EQ(e.cluster(), "c1");
+  EXPECT_EQ(e.ns(), "default");
+  EXPECT_EQ(e.name(), "p1");
   // Labels unescaped: the value holds real quotes.
-  ASSERT_EQ(e.labels.size(), 1u);
-  EXPECT_EQ(e.labels[0].first, "app");
-  EXPECT_EQ(e.labels[0].second, "x \"q\"");
+  ASSERT_EQ(e.labels().ToList().size(), 1u);
+  EXPECT_EQ(e.labels().ToList()[0].first, "app");
+  EXPECT_EQ(e.labels().ToList()[0].second, "x \"q\"");
   ExpectWire(e, kObjectN1500, "ADDED", "100");
 
-  json obj = json::parse(e.wire)["object"];
+  json obj = json::parse(e.wire())["object"];
   EXPECT_EQ(obj["metadata"]["resourceVersion"], "22381936");
   EXPECT_EQ(obj["metadata"]["annotations"]
                ["walwatch.clusterpedia.io/member-resource-version"],
@@ -148,14 +148,14 @@ TEST_F(EventBuilderTest, InsertIsAdded) {
             "c1");
   EXPECT_EQ(obj["metadata"]["labels"]["app"], "x \"q\"");
   // Spliced, not re-serialized: jsonb's spacing survives around the edits.
-  EXPECT_EQ(e.wire.rfind(R"({"type":"ADDED","object":{"kind": "Pod", "spec": {"n": 1500}, "metadata": {"uid": "u1", "name": "p1", "labels": {"app": "x \"q\""}, "namespace": "default", )",
+  EXPECT_EQ(e.wire().rfind(R"({"type":"ADDED","object":{"kind": "Pod", "spec": {"n": 1500}, "metadata": {"uid": "u1", "name": "p1", "labels": {"app": "x \"q\""}, "namespace": "default", )",
                          0),
             0u)
-      << e.wire;
-  EXPECT_NE(e.wire.find(R"("resourceVersion": "22381936"}, "apiVersion": "v1"}})" "\n"),
+      << e.wire();
+  EXPECT_NE(e.wire().find(R"("resourceVersion": "22381936"}, "apiVersion": "v1"}})" "\n"),
             std::string::npos)
-      << e.wire;
-  EXPECT_GE(e.MemoryBytes(), e.wire.size());
+      << e.wire();
+  EXPECT_GE(e.MemoryBytes(), e.wire().size());
 }
 
 TEST_F(EventBuilderTest, UpdateIsModified) {
@@ -168,9 +168,9 @@ TEST_F(EventBuilderTest, UpdateIsModified) {
   EXPECT_EQ(e.type, EventType::kModified);
   EXPECT_EQ(e.rv, kCommit747);
   EXPECT_TRUE(e.last_in_txn);
-  EXPECT_EQ(e.name, "p1");
+  EXPECT_EQ(e.name(), "p1");
   ExpectWire(e, kObjectN2, "MODIFIED", "100");
-  EXPECT_EQ(json::parse(e.wire)["object"]["spec"]["n"], 2);
+  EXPECT_EQ(json::parse(e.wire())["object"]["spec"]["n"], 2);
 }
 
 TEST_F(EventBuilderTest, EventRecordingUpdateIsNoEvent) {
@@ -234,7 +234,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKeyChangeComesFromIdentity) {
 
   const Event& del = *r.events[0];
   EXPECT_EQ(del.type, EventType::kDeleted);
-  EXPECT_EQ(del.name, "p1");
+  EXPECT_EQ(del.name(), "p1");
   EXPECT_EQ(del.rv, kCommit750);  // not last: the previous commit
   EXPECT_FALSE(del.last_in_txn);
   EXPECT_EQ(del.commit_lsn, kCommit751);
@@ -242,7 +242,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKeyChangeComesFromIdentity) {
 
   const Event& add = *r.events[1];
   EXPECT_EQ(add.type, EventType::kAdded);
-  EXPECT_EQ(add.name, "p2");
+  EXPECT_EQ(add.name(), "p2");
   EXPECT_EQ(add.rv, kCommit751);
   EXPECT_TRUE(add.last_in_txn);
   EXPECT_EQ(add.commit_lsn, kCommit751);
@@ -259,7 +259,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKindChangeIsModified) {
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0]->type, EventType::kModified);
-  EXPECT_EQ(r.events[0]->kind, "Pod2");
+  EXPECT_EQ(r.events[0]->kind(), "Pod2");
   EXPECT_EQ(r.events[0]->rv, kCommit751);
   ExpectWire(*r.events[0], ColumnOf(lines_[15], "identity", "object"),
              "MODIFIED", "100");
@@ -302,15 +302,15 @@ TEST_F(EventBuilderTest, MultiRowTransactionRvs) {
   EXPECT_TRUE(del.last_in_txn);
   EXPECT_EQ(del.commit_lsn, kCommit752);
   for (const auto& e : r.events) {
-    EXPECT_EQ(e->group, "apps");
-    EXPECT_EQ(e->resource, "deployments");
-    EXPECT_EQ(e->kind, "Deployment");
-    EXPECT_EQ(e->ns, "ns");
-    EXPECT_EQ(e->name, "d1");
-    EXPECT_TRUE(e->labels.empty());
+    EXPECT_EQ(e->group(), "apps");
+    EXPECT_EQ(e->resource(), "deployments");
+    EXPECT_EQ(e->kind(), "Deployment");
+    EXPECT_EQ(e->ns(), "ns");
+    EXPECT_EQ(e->name(), "d1");
+    EXPECT_TRUE(e->labels().ToList().empty());
     // {"metadata": {}}: the RV is added, no member annotation is invented.
     ExpectWire(*e, R"({"metadata": {}})", EventTypeName(e->type), std::nullopt);
-    EXPECT_FALSE(json::parse(e->wire)["object"]["metadata"].contains(
+    EXPECT_FALSE(json::parse(e->wire())["object"]["metadata"].contains(
         "annotations"));
   }
 }
@@ -325,10 +325,10 @@ TEST_F(EventBuilderTest, DeleteCarriesTheFullOldObject) {
   EXPECT_EQ(e.type, EventType::kDeleted);
   EXPECT_EQ(e.rv, kCommit753);
   EXPECT_TRUE(e.last_in_txn);
-  EXPECT_EQ(e.name, "p1");
-  EXPECT_EQ(e.ns, "default");
-  ASSERT_EQ(e.labels.size(), 1u);
-  EXPECT_EQ(e.labels[0].second, "x \"q\"");
+  EXPECT_EQ(e.name(), "p1");
+  EXPECT_EQ(e.ns(), "default");
+  ASSERT_EQ(e.labels().ToList().size(), 1u);
+  EXPECT_EQ(e.labels().ToList()[0].second, "x \"q\"");
   ExpectWire(e, ColumnOf(lines_[22], "identity", "object"), "DELETED", "100");
 }
 
@@ -455,10 +455,10 @@ TEST_F(EventBuilderTest, LargestRvIsWrittenInFull) {
                        UINT64_MAX),
                  UINT64_MAX - 1);
   ASSERT_EQ(r.events.size(), 2u);
-  EXPECT_EQ(json::parse(r.events[0]->wire)["object"]["metadata"]
+  EXPECT_EQ(json::parse(r.events[0]->wire())["object"]["metadata"]
                 ["resourceVersion"],
             "18446744073709551614");
-  EXPECT_EQ(json::parse(r.events[1]->wire)["object"]["metadata"]
+  EXPECT_EQ(json::parse(r.events[1]->wire())["object"]["metadata"]
                 ["resourceVersion"],
             "18446744073709551615");
 }
@@ -470,7 +470,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
           R"({"metadata": {"labels": {"a\"b": "c\\d", "e": "\u00e9", "f": "", "app.kubernetes.io/name": "x"}}})")}),
       0x100);
   ASSERT_EQ(r.events.size(), 1u);
-  const auto& labels = r.events[0]->labels;
+  const auto& labels = r.events[0]->labels().ToList();
   ASSERT_EQ(labels.size(), 4u);
   EXPECT_EQ(labels[0], (std::pair<std::string, std::string>{"a\"b", "c\\d"}));
   EXPECT_EQ(labels[1], (std::pair<std::string, std::string>{"e", "\xc3\xa9"}));
@@ -481,7 +481,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
   for (const char* obj : {R"({"metadata": {"labels": {}}})", "{}"}) {
     auto e = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), 0x100);
     ASSERT_EQ(e.events.size(), 1u) << obj;
-    EXPECT_TRUE(e.events[0]->labels.empty()) << obj;
+    EXPECT_TRUE(e.events[0]->labels().ToList().empty()) << obj;
   }
 }
 
@@ -492,7 +492,7 @@ void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
   EventBuilder::Result r;
   builder->Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), 0x100, &r);
   EXPECT_TRUE(r.events.empty())
-      << "event built: " << (r.events.empty() ? "" : r.events[0]->wire);
+      << "event built: " << (r.events.empty() ? "" : r.events[0]->wire());
   EXPECT_EQ(r.errors.size(), 1u);
   if (r.errors.size() == 1) {
     EXPECT_EQ(r.errors[0].find('\n'), std::string::npos);
@@ -509,10 +509,10 @@ void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
   EXPECT_EQ(three.errors.size(), 1u);
   EXPECT_EQ(three.events.size(), 2u);
   if (three.events.size() != 2) return;
-  EXPECT_EQ(three.events[0]->name, "a");
+  EXPECT_EQ(three.events[0]->name(), "a");
   EXPECT_EQ(three.events[0]->rv, 0x100u);
   EXPECT_FALSE(three.events[0]->last_in_txn);
-  EXPECT_EQ(three.events[1]->name, "c");
+  EXPECT_EQ(three.events[1]->name(), "c");
   EXPECT_EQ(three.events[1]->rv, 0x9000u);
   EXPECT_TRUE(three.events[1]->last_in_txn);
 }
@@ -564,7 +564,7 @@ TEST_F(EventBuilderTest, BadLastRowLeavesTheGoodOneLast) {
                         MakeRow(Wal2JsonAction::kInsert, "[]", State::kValue, "b")}),
                  0x100);
   ASSERT_EQ(r.events.size(), 1u);
-  EXPECT_EQ(r.events[0]->name, "a");
+  EXPECT_EQ(r.events[0]->name(), "a");
   EXPECT_TRUE(r.events[0]->last_in_txn);
   EXPECT_EQ(r.events[0]->rv, 0x9000u);
   EXPECT_EQ(r.errors.size(), 1u);
@@ -641,11 +641,11 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
   ASSERT_EQ(r.events.size(), 1u);
   const Event& e = *r.events[0];
   EXPECT_EQ(e.type, EventType::kModified);
-  ASSERT_EQ(e.prev_labels.size(), 1u);
-  EXPECT_EQ(e.prev_labels[0].second, "old");
-  ASSERT_FALSE(e.prev_wire.empty());
-  EXPECT_EQ(e.prev_wire.back(), '\n');
-  auto prev = json::parse(e.prev_wire);
+  ASSERT_EQ(e.prev_labels().ToList().size(), 1u);
+  EXPECT_EQ(e.prev_labels().ToList()[0].second, "old");
+  ASSERT_FALSE(e.prev_wire().empty());
+  EXPECT_EQ(e.prev_wire().back(), '\n');
+  auto prev = json::parse(e.prev_wire());
   EXPECT_EQ(prev["type"], "DELETED");
   EXPECT_EQ(prev["object"]["metadata"]["labels"]["app"], "old");
   EXPECT_EQ(prev["object"]["metadata"]["resourceVersion"],
@@ -661,8 +661,8 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
   same.identity = same_old.identity;
   auto r2 = Build(TxnOf({same}), 0x100);
   ASSERT_EQ(r2.events.size(), 1u);
-  EXPECT_TRUE(r2.events[0]->prev_labels.empty());
-  EXPECT_TRUE(r2.events[0]->prev_wire.empty());
+  EXPECT_TRUE(r2.events[0]->prev_labels().ToList().empty());
+  EXPECT_TRUE(r2.events[0]->prev_wire().empty());
 }
 
 }  // namespace

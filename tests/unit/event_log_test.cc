@@ -28,13 +28,15 @@ struct TxnMaker {
                              int64_t commit_time_us = -1) {
     std::vector<EventPtr> out;
     for (size_t i = 0; i < n; ++i) {
-      auto e = std::make_shared<Event>();
+      Event::Strings strings;
+      std::string name = std::to_string(next_id);
+      strings.name = name;
+      auto e = Event::Make(strings, std::string(wire_bytes, 'x'));
       e->last_in_txn = i + 1 == n;
       e->rv = e->last_in_txn ? commit : prev;
       e->commit_lsn = commit;
       e->commit_time_us = commit_time_us >= 0 ? commit_time_us : next_id;
-      e->name = std::to_string(next_id++);
-      e->wire = std::string(wire_bytes, 'x');
+      ++next_id;
       out.push_back(std::move(e));
     }
     prev = commit;
@@ -56,7 +58,7 @@ std::vector<EventPtr> ReadAll(const EventLog& log, uint64_t seq) {
 
 std::vector<std::string> Names(const std::vector<EventPtr>& events) {
   std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e->name);
+  for (const auto& e : events) out.emplace_back(e->name());
   return out;
 }
 
@@ -323,15 +325,16 @@ TEST_F(EventLogTest, WaitForAppendFiresAtOnceWhenDataIsThere) {
 // One event of `resource` (group "g", version "v1") in its own transaction.
 std::vector<EventPtr> OneOf(const std::string& resource, uint64_t commit,
                             uint64_t prev) {
-  auto e = std::make_shared<Event>();
-  e->group = "g";
-  e->version = "v1";
-  e->resource = resource;
+  Event::Strings strings;
+  strings.group = "g";
+  strings.version = "v1";
+  strings.resource = resource;
+  std::string name = resource + "@" + std::to_string(commit);
+  strings.name = name;
+  auto e = Event::Make(strings, std::string(100, 'x'));
   e->rv = commit;
   e->commit_lsn = commit;
   e->last_in_txn = true;
-  e->name = resource + "@" + std::to_string(commit);
-  e->wire = std::string(100, 'x');
   (void)prev;
   return {e};
 }
@@ -364,7 +367,9 @@ TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
 }
 
 TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
-  auto one = OneOf("pods", 20, 10)[0]->MemoryBytes();
+  // Room for two events of "nodes" (the larger: events count their exact
+  // string sizes), not three.
+  auto one = OneOf("nodes", 30, 20)[0]->MemoryBytes();
   EventLog log(2 * one, 10);
   const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
   log.AppendTransaction(20, OneOf("pods", 20, 10));    // seq 0

@@ -70,33 +70,18 @@ struct EventSpec {
   std::string resource = "pods";
   std::string kind = "Pod";
   EventType type = EventType::kAdded;
-  std::vector<std::pair<std::string, std::string>> labels = {};
+  LabelList labels = {};
 };
 
 // An Event with the wire bytes the EventBuilder would produce for a small
 // object: {"type":T,"object":{...}}\n
+// With `prev`, a MODIFIED whose labels changed: prev's labels and line are
+// the event's previous state.
 EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
-                   bool last_in_txn) {
-  auto event = std::make_shared<Event>();
-  event->rv = rv;
-  event->commit_lsn = commit_lsn;
-  event->last_in_txn = last_in_txn;
-  event->type = spec.type;
-  event->group = spec.group;
-  event->version = spec.version;
-  event->resource = spec.resource;
-  event->cluster = spec.cluster;
-  event->ns = spec.ns;
-  event->name = spec.name;
-  event->labels = spec.labels;
-  event->commit_time_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count();
+                   bool last_in_txn, const Event* prev = nullptr) {
   std::string api_version =
       spec.group.empty() ? spec.version : spec.group + "/" + spec.version;
-  std::string& w = event->wire;
-  w = "{\"type\":";
+  std::string w = "{\"type\":";
   AppendJsonString(&w, EventTypeName(spec.type));
   w += ",\"object\":{\"apiVersion\":";
   AppendJsonString(&w, api_version);
@@ -112,11 +97,35 @@ EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
   w += ",\"annotations\":{\"shadow.clusterpedia.io/cluster-name\":";
   AppendJsonString(&w, spec.cluster);
   w += "}}}}\n";
+  Event::Strings strings;
+  strings.group = spec.group;
+  strings.version = spec.version;
+  strings.resource = spec.resource;
+  strings.kind = spec.kind;
+  strings.cluster = spec.cluster;
+  strings.ns = spec.ns;
+  strings.name = spec.name;
+  strings.labels = &spec.labels;
+  LabelList prev_labels;
+  if (prev != nullptr) {
+    prev_labels = prev->labels().ToList();
+    strings.prev_labels = &prev_labels;
+  }
+  auto event = Event::Make(strings, w, prev ? prev->wire() : "");
+  event->rv = rv;
+  event->commit_lsn = commit_lsn;
+  event->last_in_txn = last_in_txn;
+  event->type = spec.type;
+  event->commit_time_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return event;
 }
 
 std::string Line(const EventPtr& event) {
-  return event->wire.substr(0, event->wire.size() - 1);
+  std::string_view wire = event->wire();
+  return std::string(wire.substr(0, wire.size() - 1));
 }
 
 // An initial-state event as the StateSource makes it: ADDED, carrying the
@@ -660,7 +669,9 @@ TEST_F(HttpServerTest, OneTransactionIsOneChunkWithExactFraming) {
   EXPECT_NE(head.find("Cache-Control: no-cache, private\r\n"),
             std::string::npos);
 
-  std::string lines = events[0]->wire + events[1]->wire + events[2]->wire;
+  std::string lines = std::string(events[0]->wire()) +
+                      std::string(events[1]->wire()) +
+                      std::string(events[2]->wire());
   char size[32];
   std::snprintf(size, sizeof size, "%zx", lines.size());
   std::string expected_body =
@@ -1379,7 +1390,7 @@ TEST_F(HttpServerTest, BookmarksNeverPassAnUnsentEventAndNeverGoBack) {
       std::vector<EventPtr> rest;
       log_.Read(seek.seq, 3, &rest);
       size_t k = 0;
-      while (k < rest.size() && rest[k]->ns != "ns1") ++k;
+      while (k < rest.size() && rest[k]->ns() != "ns1") ++k;
       ASSERT_LT(k, rest.size());
       ASSERT_EQ(rest[k]->rv, own[next]) << *line;
       continue;
@@ -1497,19 +1508,18 @@ TEST_F(HttpServerTest, LabelChangeEntersAndLeavesTheSelection) {
   EventSpec old_spec{"p"};
   old_spec.labels = {{"app", "db"}};
   old_spec.type = EventType::kDeleted;
-  std::string prev_wire = MakeEvent(old_spec, 110, 110, true)->wire;
+  EventPtr old = MakeEvent(old_spec, 110, 110, true);
+  std::string prev_wire(old->wire());
   EventSpec new_spec{"p"};
   new_spec.labels = {{"app", "web"}};
   new_spec.type = EventType::kModified;
-  auto modified = std::const_pointer_cast<Event>(MakeEvent(new_spec, 110, 110, true));
-  modified->prev_labels = old_spec.labels;
-  modified->prev_wire = prev_wire;
+  EventPtr modified = MakeEvent(new_spec, 110, 110, true, old.get());
   ASSERT_EQ(log_.AppendTransaction(110, {modified}),
             EventLog::AppendResult::kAppended);
   last_commit_ = 110;
   EventPtr marker = AppendPod(120, "marker");
 
-  std::string added = modified->wire.substr(0, modified->wire.size() - 1);
+  std::string added = Line(modified);
   added.replace(0, std::string("{\"type\":\"MODIFIED\",").size(),
                 "{\"type\":\"ADDED\",");
   EXPECT_EQ(web->ReadLine(), added) << "entering app=web";

@@ -75,9 +75,30 @@ std::string FieldError(const std::string& text) {
   return err;
 }
 
-Event MakeEvent(const std::string& cluster, const std::string& ns,
-                const std::string& name, LabelList labels = {}) {
-  Event e;
+// An event's fields, editable; it converts to the Event they make.
+struct TestEvent {
+  std::string group, version, resource, kind, cluster, ns, name;
+  LabelList labels;
+
+  operator const Event&() const {
+    Event::Strings s;
+    s.group = group;
+    s.version = version;
+    s.resource = resource;
+    s.kind = kind;
+    s.cluster = cluster;
+    s.ns = ns;
+    s.name = name;
+    s.labels = &labels;
+    built = Event::Make(s, "{}\n");
+    return *built;
+  }
+  mutable EventPtr built;
+};
+
+TestEvent MakeEvent(const std::string& cluster, const std::string& ns,
+                    const std::string& name, LabelList labels = {}) {
+  TestEvent e;
   e.group = "apps";
   e.version = "v1";
   e.resource = "deployments";
@@ -536,10 +557,34 @@ TEST(LabelSelector, MatchesDoesNotAllocate) {
   EXPECT_EQ(g_allocations.load(), 0);
 }
 
+TEST(LabelSelector, AnEventsPackedLabelsMatchAsTheirList) {
+  // The last value of a repeated key counts, in both forms.
+  const LabelList lists[] = {kNone, kAB, kAC, kAEmpty,
+                             {{"a", "x"}, {"a", "b"}},
+                             {{"a", "b"}, {"a", "x"}},
+                             {{"app", "web"}, {"tier", "fe"}, {"n", "7"}}};
+  const char* selectors[] = {"",      "a",        "!a",       "a=b",
+                             "a!=b",  "a in (b,c)", "a notin (b)", "n>5",
+                             "n<5",   "app=web,tier in (fe)"};
+  for (const LabelList& list : lists) {
+    TestEvent fields = MakeEvent("c", "n", "x", list);
+    const Event& event = fields;
+    EXPECT_EQ(event.labels().ToList(), list);
+    for (const char* text : selectors) {
+      LabelSelector s = MustParseLabels(text);
+      EXPECT_EQ(s.Matches(event.labels()), s.Matches(list)) << text;
+    }
+  }
+  // A list whose last "a" is "b" matches a=b: the packed form agrees.
+  TestEvent repeated = MakeEvent("c", "n", "x", {{"a", "x"}, {"a", "b"}});
+  EXPECT_TRUE(MustParseLabels("a=b").Matches(
+      static_cast<const Event&>(repeated).labels()));
+}
+
 // ---- FieldSelector ----
 
 TEST(FieldSelector, EmptySelectsEverything) {
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent e = MakeEvent("c1", "ns1", "n1");
   for (const char* text : {"", ",", ",,,"}) {
     FieldSelector s = MustParseFields(text);
     EXPECT_TRUE(s.Empty()) << text;
@@ -557,7 +602,7 @@ TEST(FieldSelector, EmptySelectsEverything) {
 }
 
 TEST(FieldSelector, NameAndNamespaceOperators) {
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent e = MakeEvent("c1", "ns1", "n1");
   EXPECT_TRUE(FieldsMatch("metadata.name=n1", e));
   EXPECT_TRUE(FieldsMatch("metadata.name==n1", e));
   EXPECT_FALSE(FieldsMatch("metadata.name!=n1", e));
@@ -573,8 +618,8 @@ TEST(FieldSelector, NameAndNamespaceOperators) {
 }
 
 TEST(FieldSelector, ClusterScopedObjectsHaveAnEmptyNamespace) {
-  Event cluster_scoped = MakeEvent("c1", "", "node-1");
-  Event namespaced = MakeEvent("c1", "ns1", "n1");
+  TestEvent cluster_scoped = MakeEvent("c1", "", "node-1");
+  TestEvent namespaced = MakeEvent("c1", "ns1", "n1");
   EXPECT_TRUE(FieldsMatch("metadata.namespace=", cluster_scoped));
   EXPECT_FALSE(FieldsMatch("metadata.namespace=", namespaced));
   EXPECT_TRUE(FieldsMatch("metadata.namespace!=", namespaced));
@@ -582,7 +627,7 @@ TEST(FieldSelector, ClusterScopedObjectsHaveAnEmptyNamespace) {
 }
 
 TEST(FieldSelector, ClusterFieldNames) {
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent e = MakeEvent("c1", "ns1", "n1");
   for (const char* field :
        {"cluster",
         "metadata.annotations['shadow.clusterpedia.io/cluster-name']",
@@ -598,7 +643,7 @@ TEST(FieldSelector, ClusterFieldNames) {
 }
 
 TEST(FieldSelector, CombinationsAreAnded) {
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent e = MakeEvent("c1", "ns1", "n1");
   EXPECT_TRUE(
       FieldsMatch("metadata.name=n1,metadata.namespace=ns1,cluster=c1", e));
   EXPECT_FALSE(FieldsMatch("metadata.name=n1,metadata.namespace=ns2", e));
@@ -685,7 +730,8 @@ TEST(FieldSelector, UnsupportedFields) {
 TEST(FieldSelector, MatchesDoesNotAllocate) {
   FieldSelector s =
       MustParseFields("metadata.name=n1,metadata.namespace!=x,cluster=c1");
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent fields = MakeEvent("c1", "ns1", "n1");
+  const Event& e = fields;
   g_allocations = 0;
   g_count_allocations = true;
   bool matched = true;
@@ -714,9 +760,9 @@ WatchFilter MustCreate(const WatchFilterSpec& spec) {
 
 TEST(WatchFilter, ResourceMustMatchExactly) {
   WatchFilter f = MustCreate(DeploymentsSpec());
-  Event e = MakeEvent("c1", "ns1", "n1");
+  TestEvent e = MakeEvent("c1", "ns1", "n1");
   EXPECT_TRUE(f.Matches(e));
-  Event other = e;
+  TestEvent other = e;
   other.group = "extensions";
   EXPECT_FALSE(f.Matches(other));
   other = e;
@@ -733,7 +779,7 @@ TEST(WatchFilter, ResourceMustMatchExactly) {
   core.version = "v1";
   core.resource = "pods";
   WatchFilter pods = MustCreate(core);
-  Event pod = MakeEvent("c1", "ns1", "p1");
+  TestEvent pod = MakeEvent("c1", "ns1", "p1");
   pod.group = "";
   pod.resource = "pods";
   EXPECT_TRUE(pods.Matches(pod));
@@ -844,7 +890,8 @@ TEST(WatchFilter, MatchesDoesNotAllocate) {
   spec.label_selector = "app=web,!canary";
   spec.field_selector = "metadata.name!=x";
   WatchFilter f = MustCreate(spec);
-  Event e = MakeEvent("c1", "ns1", "n1", {{"app", "web"}});
+  TestEvent fields = MakeEvent("c1", "ns1", "n1", {{"app", "web"}});
+  const Event& e = fields;
   g_allocations = 0;
   g_count_allocations = true;
   bool matched = true;
