@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstring>
 
 #include <simdjson.h>
@@ -263,6 +264,7 @@ void EventBuilder::Impl::WriteWire(const Wire& w, char* out) {
   }
   put(obj.substr(pos));
   put(kWireSuffix);
+  assert(static_cast<size_t>(out - begin) == w.size);
   // A json (not jsonb) column keeps the writer's whitespace, which may hold
   // line breaks; outside strings (where JSON forbids raw control characters)
   // they are only whitespace, and a watch event must be one line.
