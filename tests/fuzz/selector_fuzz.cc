@@ -104,6 +104,12 @@ void FuzzLabelSelector(std::string_view text,
     FUZZ_CHECK(selector.Matches(labels) == again.Matches(labels),
                Escaped(text) + " and its ToString() " + Escaped(canonical) +
                    " select differently");
+    // An event's packed labels select as the list they were made from.
+    Event::Strings strings;
+    strings.labels = &labels;
+    walwatch::EventPtr event = Event::Make(strings, "{}\n");
+    FUZZ_CHECK(selector.Matches(event->labels()) == selector.Matches(labels),
+               Escaped(text) + " selects an event's labels differently");
   }
   if (selector.Empty()) {
     for (const LabelList& labels : label_sets) {
@@ -121,22 +127,21 @@ void FuzzFieldSelector(std::string_view text,
     FUZZ_CHECK(selector.Empty(), "Parse changed *out on error");
     return;
   }
-  Event event;
-  event.group = "";
-  event.version = "v1";
-  event.resource = "pods";
-  event.cluster = "c1";
-  event.ns = "default";
-  event.name = "p1";
-  bool matches = selector.Matches(event);
+  auto event = [](std::string_view cluster, std::string_view ns,
+                  std::string_view name) {
+    Event::Strings s;
+    s.version = "v1";
+    s.resource = "pods";
+    s.cluster = cluster;
+    s.ns = ns;
+    s.name = name;
+    return Event::Make(s, "{}\n");
+  };
+  bool matches = selector.Matches(*event("c1", "default", "p1"));
   if (selector.Empty()) FUZZ_CHECK(matches);
-  event.ns.clear();  // a cluster-scoped object
-  selector.Matches(event);
+  selector.Matches(*event("c1", "", "p1"));  // a cluster-scoped object
   for (size_t i = 0; i + 2 < words.size() && i < 12; ++i) {
-    event.name = words[i];
-    event.ns = words[i + 1];
-    event.cluster = words[i + 2];
-    selector.Matches(event);
+    selector.Matches(*event(words[i + 2], words[i + 1], words[i]));
   }
 }
 
