@@ -386,7 +386,7 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
           Impl::PlanWire(EventType::kDeleted, p.old_row, p.old_layout, rv);
       strings.prev_labels = &p.old_layout.labels;
     }
-    std::shared_ptr<Event> e = Event::Allocate(strings, wire.size, prev_wire.size);
+    MutableEventPtr e = Event::Allocate(strings, wire.size, prev_wire.size);
     Impl::WriteWire(wire, e->mutable_wire());
     if (p.labels_changed) Impl::WriteWire(prev_wire, e->mutable_prev_wire());
     e->last_in_txn = i + 1 == pending.size();

@@ -1,7 +1,9 @@
 #include "watchserver/event.h"
 
 #include <limits>
+#include <new>
 #include <stdexcept>
+#include <type_traits>
 
 namespace walwatch {
 
@@ -48,10 +50,8 @@ char* LabelsView::Pack(const LabelList& labels, char* out) {
   return out;
 }
 
-Event::Event(Private, std::unique_ptr<char[]> data) : data_(std::move(data)) {}
-
-std::shared_ptr<Event> Event::Allocate(const Strings& s, size_t wire_size,
-                                       size_t prev_wire_size) {
+MutableEventPtr Event::Allocate(const Strings& s, size_t wire_size,
+                                size_t prev_wire_size) {
   static const LabelList kNone;
   const LabelList& labels = s.labels ? *s.labels : kNone;
   const LabelList& prev_labels = s.prev_labels ? *s.prev_labels : kNone;
@@ -70,23 +70,30 @@ std::shared_ptr<Event> Event::Allocate(const Strings& s, size_t wire_size,
     }
     ends[i] = static_cast<uint32_t>(total);
   }
-  // Not value-initialized: every byte is written below or by the caller.
-  std::unique_ptr<char[]> data(new char[total]);
-  char* at = data.get() + wire_size + prev_wire_size;
+  // The header and its strings in one block. The strings are not
+  // initialized: every byte is written below or by the caller.
+  MutableEventPtr e(new (::operator new(sizeof(Event) + total))
+                        Event(Private{}));
+  std::memcpy(e->end_, ends, sizeof ends);
+  char* at = e->data() + wire_size + prev_wire_size;
   for (std::string_view t : text) {
     if (!t.empty()) std::memcpy(at, t.data(), t.size());
     at += t.size();
   }
   at = LabelsView::Pack(labels, at);
   LabelsView::Pack(prev_labels, at);
-  auto e = std::make_shared<Event>(Private{}, std::move(data));
-  std::memcpy(e->end_, ends, sizeof ends);
   return e;
 }
 
-std::shared_ptr<Event> Event::Make(const Strings& strings, std::string_view wire,
-                                   std::string_view prev_wire) {
-  std::shared_ptr<Event> e = Allocate(strings, wire.size(), prev_wire.size());
+void Event::Free(const Event* e) {
+  static_assert(std::is_trivially_destructible_v<std::atomic<uint32_t>>);
+  e->~Event();
+  ::operator delete(const_cast<Event*>(e));
+}
+
+MutableEventPtr Event::Make(const Strings& strings, std::string_view wire,
+                            std::string_view prev_wire) {
+  MutableEventPtr e = Allocate(strings, wire.size(), prev_wire.size());
   if (!wire.empty()) std::memcpy(e->mutable_wire(), wire.data(), wire.size());
   if (!prev_wire.empty()) {
     std::memcpy(e->mutable_prev_wire(), prev_wire.data(), prev_wire.size());
@@ -95,12 +102,11 @@ std::shared_ptr<Event> Event::Make(const Strings& strings, std::string_view wire
 }
 
 size_t Event::MemoryBytes() const {
-  // Beyond the header and the buffer: the shared_ptr control block that
-  // make_shared puts before this header (16 bytes), glibc's header and
-  // rounding of the two allocations (16 bytes each, on average), and the
-  // log's slots for the event, its EventPtr (16) and byte offset (8).
-  // Counting them keeps many tiny events from escaping the bound.
-  constexpr size_t kOverhead = 16 + 2 * 16 + 16 + 8;
+  // Beyond the header and its strings: glibc's chunk header and rounding
+  // (16 bytes on average), and the log's slots for the event, its EventPtr
+  // (8) and byte offset (8). Counting them keeps many tiny events from
+  // escaping the bound.
+  constexpr size_t kOverhead = 16 + 8 + 8;
   return sizeof(Event) + end_[kPartCount - 1] + kOverhead;
 }
 

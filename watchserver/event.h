@@ -2,21 +2,21 @@
 // and shared read-only by every watcher that sends it.
 //
 // Memory: the event log holds every retained event, so an event is compact.
-// Its strings (the wire line, the filter fields and labels) live in one
-// buffer of exactly their size, addressed by 32-bit ends; nothing else is
-// allocated but the shared_ptr block that holds this header (see
-// MemoryBytes and BENCHMARKS.md).
+// It is one allocation: this header, with its own reference count, followed
+// by its strings (the wire line, the filter fields and labels), exactly their
+// size and addressed by 32-bit ends (see MemoryBytes and BENCHMARKS.md).
 //
 // Thread safety: an Event is immutable once shared; it crosses threads only
-// as EventPtr (shared_ptr<const Event>).
+// as EventPtr (boost::intrusive_ptr<const Event>), whose count is atomic.
 #ifndef WALWATCH_WATCHSERVER_EVENT_H_
 #define WALWATCH_WATCHSERVER_EVENT_H_
 
+#include <atomic>
+#include <boost/smart_ptr/intrusive_ptr.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -91,6 +91,13 @@ class LabelsView {
   const char* end_ = nullptr;
 };
 
+class Event;
+// A shared, read-only event: what the log, the sessions and their writes
+// hold.
+using EventPtr = boost::intrusive_ptr<const Event>;
+// A new event, still being filled in by its maker.
+using MutableEventPtr = boost::intrusive_ptr<Event>;
+
 class Event {
   struct Private {};
 
@@ -108,15 +115,13 @@ class Event {
   // through mutable_wire() and mutable_prev_wire() before sharing it (the
   // builder serializes straight into the event: no copy). Throws
   // std::length_error if the strings together exceed 4 GiB.
-  static std::shared_ptr<Event> Allocate(const Strings& strings,
-                                         size_t wire_size,
-                                         size_t prev_wire_size = 0);
+  static MutableEventPtr Allocate(const Strings& strings, size_t wire_size,
+                                  size_t prev_wire_size = 0);
   // Allocate, with `wire` and `prev_wire` copied in.
-  static std::shared_ptr<Event> Make(const Strings& strings,
-                                     std::string_view wire,
-                                     std::string_view prev_wire = {});
+  static MutableEventPtr Make(const Strings& strings, std::string_view wire,
+                              std::string_view prev_wire = {});
 
-  Event(Private, std::unique_ptr<char[]> data);
+  explicit Event(Private) {}
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
@@ -137,7 +142,7 @@ class Event {
 
   // The complete line sent to watchers: {"type":..,"object":..}\n
   std::string_view wire() const { return Field(kWire); }
-  char* mutable_wire() { return data_.get() + Begin(kWire); }
+  char* mutable_wire() { return data() + Begin(kWire); }
 
   // What watchers filter on, extracted once when the event is built.
   std::string_view group() const { return Field(kGroup); }
@@ -158,7 +163,7 @@ class Event {
   // sends it as is (fields other than labels cannot change in a MODIFIED:
   // a change of name, namespace or cluster is DELETED then ADDED).
   std::string_view prev_wire() const { return Field(kPrevWire); }
-  char* mutable_prev_wire() { return data_.get() + Begin(kPrevWire); }
+  char* mutable_prev_wire() { return data() + Begin(kPrevWire); }
   LabelsView prev_labels() const { return Labels(kPrevLabels); }
 
   // Bytes this event holds in memory, with the allocator's and the event
@@ -183,17 +188,28 @@ class Event {
   };
   uint32_t Begin(Part p) const { return p == 0 ? 0 : end_[p - 1]; }
   std::string_view Field(Part p) const {
-    return std::string_view(data_.get() + Begin(p), end_[p] - Begin(p));
+    return std::string_view(data() + Begin(p), end_[p] - Begin(p));
   }
   LabelsView Labels(Part p) const {
-    return LabelsView(data_.get() + Begin(p), data_.get() + end_[p]);
+    return LabelsView(data() + Begin(p), data() + end_[p]);
+  }
+  // The strings follow the header in the same allocation.
+  char* data() { return reinterpret_cast<char*>(this) + sizeof(Event); }
+  const char* data() const {
+    return reinterpret_cast<const char*>(this) + sizeof(Event);
   }
 
-  uint32_t end_[kPartCount] = {};
-  std::unique_ptr<char[]> data_;
-};
+  friend void intrusive_ptr_add_ref(const Event* e) {
+    e->refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  friend void intrusive_ptr_release(const Event* e) {
+    if (e->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) Free(e);
+  }
+  static void Free(const Event* e);
 
-using EventPtr = std::shared_ptr<const Event>;
+  uint32_t end_[kPartCount] = {};
+  mutable std::atomic<uint32_t> refs_{0};
+};
 
 }  // namespace walwatch
 

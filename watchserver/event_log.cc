@@ -23,7 +23,6 @@ EventLog::AppendResult EventLog::AppendTransaction(
     std::lock_guard<std::mutex> lock(mu_);
     assert(commit_lsn > current_rv_);
     EvictToFitLocked(incoming);
-    txns_.push_back({commit_lsn, events.front()->xid});
     for (auto& e : events) {
       IndexAppendLocked(*e, first_seq_ + events_.size());
       offsets_.push_back(appended_bytes_);
@@ -43,12 +42,12 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    evicted_transactions_ += txns_.size();
-    for (const TxnInfo& t : txns_) {
-      max_evicted_xid_ = std::max(max_evicted_xid_, t.xid);
+    for (const EventPtr& e : events_) {
+      if (!e->last_in_txn) continue;
+      ++evicted_transactions_;
+      max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
     }
     max_evicted_xid_ = std::max(max_evicted_xid_, xid);
-    txns_.clear();
     // The barrier takes one sequence number of its own, evicted at once, so
     // that a watcher at the tail is behind it too and gets 410 Expired.
     first_seq_ += events_.size() + 1;
@@ -200,11 +199,14 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
   // Transactions committed at or after insert_lsn began their commit after
   // the snapshot was taken: none is visible. Before it, visible ones must
   // all come before invisible ones in commit order.
-  const TxnInfo* first_invisible = nullptr;
-  for (const TxnInfo& t : txns_) {
-    if (t.commit_lsn >= insert_lsn) break;
-    if (!snapshot.Visible(t.xid)) {
-      if (first_invisible == nullptr) first_invisible = &t;
+  // (A transaction's last event stands for it: all carry its commit LSN
+  // and xid.)
+  const Event* first_invisible = nullptr;
+  for (const EventPtr& t : events_) {
+    if (!t->last_in_txn) continue;
+    if (t->commit_lsn >= insert_lsn) break;
+    if (!snapshot.Visible(t->xid)) {
+      if (first_invisible == nullptr) first_invisible = t.get();
     } else if (first_invisible != nullptr) {
       return {HandoffStatus::kRetry, 0};
     }
@@ -232,7 +234,6 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     bool last = e->last_in_txn;
     floor_rv_ = e->commit_lsn;
     max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
-    txns_.pop_front();
     bytes_ -= e->MemoryBytes();
     events_.pop_front();
     offsets_.pop_front();

@@ -194,12 +194,6 @@ class EventLog {
   std::vector<std::function<void()>> TakeWaitersLocked();
   void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake);
 
-  // One entry per retained transaction, in commit order.
-  struct TxnInfo {
-    uint64_t commit_lsn;
-    uint64_t xid;
-  };
-
   const size_t max_bytes_;
   mutable std::mutex mu_;
   std::deque<EventPtr> events_;       // GUARDED_BY(mu_)
@@ -234,7 +228,6 @@ class EventLog {
   // before events_[i], so a backlog is a subtraction.
   uint64_t appended_bytes_ = 0;   // GUARDED_BY(mu_)
   std::deque<uint64_t> offsets_;  // GUARDED_BY(mu_)
-  std::deque<TxnInfo> txns_;                                   // GUARDED_BY(mu_)
   // Highest xid not retained (evicted, or dropped by a barrier), and the
   // lowest xid known to commit after the log starts.
   uint64_t max_evicted_xid_ = 0;        // GUARDED_BY(mu_)

@@ -466,7 +466,7 @@ EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
   // The variant carries no filter fields: it is only written.
   constexpr std::string_view kModified = "{\"type\":\"MODIFIED\",";
   constexpr std::string_view kAdded = "{\"type\":\"ADDED\",";
-  std::shared_ptr<Event> variant;
+  MutableEventPtr variant;
   if (before) {
     variant = Event::Make({}, event->prev_wire());
     variant->type = EventType::kDeleted;

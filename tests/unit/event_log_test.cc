@@ -393,6 +393,60 @@ TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
   EXPECT_EQ(log.Read(4, 10, &out), EventLog::ReadStatus::kExpired);
 }
 
+// The list-to-watch handoff (DESIGN.md "exact or retry") classifies each
+// retained transaction, a multi-row one once, by its xid and commit LSN.
+TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
+  EventLog log(kBig, 10);
+  uint64_t prev = 10;
+  auto append = [&](uint64_t commit, uint64_t xid, size_t rows) {
+    std::vector<EventPtr> events;
+    for (size_t i = 0; i < rows; ++i) {
+      Event::Strings strings;
+      MutableEventPtr e = Event::Make(strings, "{}\n");
+      e->last_in_txn = i + 1 == rows;
+      e->rv = e->last_in_txn ? commit : prev;
+      e->commit_lsn = commit;
+      e->xid = xid;
+      events.push_back(std::move(e));
+    }
+    prev = commit;
+    ASSERT_EQ(log.AppendTransaction(commit, std::move(events)),
+              EventLog::AppendResult::kAppended);
+  };
+  append(20, 100, 1);
+  append(30, 101, 2);
+  append(40, 102, 1);
+  log.AdvanceCurrentRv(49);  // the stream has passed insert_lsn (50)
+  auto handoff = [&](std::string_view text, uint64_t insert_lsn) {
+    EventLog::Snapshot snapshot;
+    EXPECT_TRUE(EventLog::ParseSnapshot(text, &snapshot)) << text;
+    return log.Handoff(snapshot, insert_lsn);
+  };
+  // 101 unseen but 102 seen, though it committed later: no RV is exact.
+  EXPECT_EQ(handoff("101:103:101", 50).status,
+            EventLog::HandoffStatus::kRetry);
+  // 100 seen, 101 and 102 not: exactly what 101's first event's RV (20)
+  // says.
+  EventLog::HandoffResult r = handoff("101:102:101", 50);
+  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
+  EXPECT_EQ(r.rv, 20u);
+  // Everything seen: up to the position before insert_lsn.
+  r = handoff("103:103:", 50);
+  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
+  EXPECT_EQ(r.rv, 49u);
+  // Transactions committed at or after insert_lsn are unseen whatever the
+  // snapshot says of their xid.
+  r = handoff("101:103:101", 30);
+  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
+  EXPECT_EQ(r.rv, 20u);
+  // A barrier evicts 100..102: a snapshot whose xmin is among them can no
+  // longer be classified.
+  log.AppendBarrier(60, 103);
+  EXPECT_EQ(handoff("101:104:", 70).status,
+            EventLog::HandoffStatus::kExpired);
+  EXPECT_EQ(log.GetStats().evicted_transactions, 3u);
+}
+
 TEST(EventLog, WaitersOfEndedWatchesAreDropped) {
   EventLog log(kBig, 10);
   const std::string idle = EventLog::ResourceKey("g", "v1", "idle");
