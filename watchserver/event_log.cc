@@ -134,6 +134,10 @@ uint64_t EventLog::ResumeRvAt(uint64_t seq) const {
 
 uint64_t EventLog::BacklogBytes(uint64_t seq) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return BacklogBytesLocked(seq);
+}
+
+uint64_t EventLog::BacklogBytesLocked(uint64_t seq) const {
   if (seq < first_seq_) return appended_bytes_;  // expired: everything
   uint64_t tail = first_seq_ + events_.size();
   if (seq >= tail) return 0;
@@ -360,6 +364,11 @@ void EventLog::DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped) {
 uint64_t EventLog::SkipOtherResources(uint64_t seq,
                                       const std::string& resource_key) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return SkipOtherResourcesLocked(seq, resource_key);
+}
+
+uint64_t EventLog::SkipOtherResourcesLocked(
+    uint64_t seq, const std::string& resource_key) const {
   const uint64_t tail = first_seq_ + events_.size();
   if (seq >= tail || barrier_end_seq_ > seq) return seq;
   auto it = last_seq_of_.find(resource_key);
@@ -381,6 +390,21 @@ EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
 EventLog::ReadStatus EventLog::Read(uint64_t seq, size_t max_events,
                                     std::vector<EventPtr>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return ReadLocked(seq, max_events, out);
+}
+
+EventLog::WatchRead EventLog::ReadForWatch(uint64_t seq,
+                                           const std::string& resource_key,
+                                           size_t max_events,
+                                           std::vector<EventPtr>* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  seq = SkipOtherResourcesLocked(seq, resource_key);
+  ReadStatus status = ReadLocked(seq, max_events, out);
+  return {status, seq, BacklogBytesLocked(seq)};
+}
+
+EventLog::ReadStatus EventLog::ReadLocked(uint64_t seq, size_t max_events,
+                                          std::vector<EventPtr>* out) const {
   if (seq < first_seq_) return ReadStatus::kExpired;
   uint64_t tail = first_seq_ + events_.size();
   uint64_t end = std::min<uint64_t>(tail, seq + max_events);

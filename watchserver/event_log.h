@@ -121,6 +121,17 @@ class EventLog {
   uint64_t SkipOtherResources(uint64_t seq,
                               const std::string& resource_key) const;
 
+  // What a watch of `resource_key` with its cursor at `seq` does on each
+  // turn, under one lock: SkipOtherResources, then Read of up to
+  // `max_events` from there, and the BacklogBytes from there.
+  struct WatchRead {
+    ReadStatus status;
+    uint64_t seq;            // the cursor after the skip: the first read
+    uint64_t backlog_bytes;  // from seq to the tail
+  };
+  WatchRead ReadForWatch(uint64_t seq, const std::string& resource_key,
+                         size_t max_events, std::vector<EventPtr>* out) const;
+
   // The commit LSN of the oldest retained transaction that committed at or
   // after `since_unix_us`, or 0 if there is none. The replication stream
   // confirms no further than this, so a restart can replay it.
@@ -182,6 +193,11 @@ class EventLog {
 
  private:
   void EvictToFitLocked(size_t incoming_bytes);
+  uint64_t SkipOtherResourcesLocked(uint64_t seq,
+                                    const std::string& resource_key) const;
+  ReadStatus ReadLocked(uint64_t seq, size_t max_events,
+                        std::vector<EventPtr>* out) const;
+  uint64_t BacklogBytesLocked(uint64_t seq) const;
   struct KeyedWaiter {
     std::weak_ptr<const void> owner;
     std::function<void()> wake;

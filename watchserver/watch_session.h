@@ -194,7 +194,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // What this watch sends for a live event: the event, a variant of it for
   // a MODIFIED that moved the object into (ADDED) or out of (DELETED, the
   // previous object) its label selection, or null.
-  EventPtr ForThisWatch(const EventPtr& event) const;
+  EventPtr ForThisWatch(EventPtr event) const;
   void WaitForLog();
   void OnLogAppend();
   void WriteEvents(std::vector<EventPtr> events, bool live);
@@ -282,6 +282,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;
+  std::string resource_key_;  // EventLog::ResourceKey of watch_, once known
   std::array<char, 256> discard_;  // bytes a client sends mid-stream
 
   // The initial state: from the state stream's Ready (RV initial_rv_) until

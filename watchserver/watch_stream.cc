@@ -26,9 +26,11 @@ namespace {
 
 // Events taken from the log per Read, before filtering.
 constexpr size_t kEventsPerRead = 256;
+
 // Batches taken from the state stream per turn on the strand when none of
 // them matches the watch's selectors; then the strand is yielded.
 constexpr int kStateBatchesPerTurn = 64;
+
 // Longest timeoutSeconds honoured as given; steady_clock must not overflow.
 constexpr int64_t kMaxTimeoutSeconds = int64_t{365} * 24 * 3600;
 
@@ -376,10 +378,12 @@ void WatchSession::Pump() {
   if (initial_) return PumpInitialState();
 
   EventLog& log = context_->log;
-  // While this watch waited only for its own resource's events (WaitForLog),
-  // other resources' may have piled up behind its cursor: step over them.
-  seq_ = log.SkipOtherResources(seq_, ResourceKeyOf(watch_));
+  if (resource_key_.empty()) resource_key_ = ResourceKeyOf(watch_);
   if (bookmark_due_) {
+    // While this watch waited only for its own resource's events
+    // (WaitForLog), other resources' may have piled up behind its cursor:
+    // step over them (ReadForWatch below does the same).
+    seq_ = log.SkipOtherResources(seq_, resource_key_);
     bookmark_due_ = false;
     // Everything before seq_ has been sent or filtered out: resuming from
     // this RV continues exactly here. 0: the cursor fell out of the log, and
@@ -393,14 +397,16 @@ void WatchSession::Pump() {
   }
 
   read_batch_.clear();
-  if (log.Read(seq_, kEventsPerRead, &read_batch_) ==
-      EventLog::ReadStatus::kExpired) {
+  const EventLog::WatchRead read =
+      log.ReadForWatch(seq_, resource_key_, kEventsPerRead, &read_batch_);
+  seq_ = read.seq;
+  if (read.status == EventLog::ReadStatus::kExpired) {
     read_batch_.clear();
     return WriteErrorAndEnd(ExpiredStatus(last_rv_, log.floor_rv()),
                             ExpiryReason());
   }
   if (read_batch_.empty()) return WaitForLog();
-  const uint64_t backlog = log.BacklogBytes(seq_);
+  const uint64_t backlog = read.backlog_bytes;
   if (backlog > context_->options.max_backlog_bytes) {
     read_batch_.clear();
     return WriteErrorAndEnd(
@@ -410,12 +416,15 @@ void WatchSession::Pump() {
 
   // Take matching events up to max_write_bytes (at least one); the cursor
   // moves past every event looked at, matching or not.
+  // Events move from read_batch_ to the write: each delivery costs one
+  // reference count increment (in Read) and one decrement (after the
+  // write), atomics on a cache line every HTTP thread touches.
   const size_t max_bytes = context_->options.max_write_bytes;
   std::vector<EventPtr> matching;
   size_t bytes = 0;
   size_t consumed = 0;
-  for (const EventPtr& event : read_batch_) {
-    if (EventPtr out = ForThisWatch(event)) {
+  for (EventPtr& event : read_batch_) {
+    if (EventPtr out = ForThisWatch(std::move(event))) {
       if (!matching.empty() && bytes + out->wire().size() > max_bytes) break;
       bytes += out->wire().size();
       matching.push_back(std::move(out));
@@ -436,7 +445,7 @@ void WatchSession::Pump() {
   WaitForLog();
 }
 
-EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
+EventPtr WatchSession::ForThisWatch(EventPtr event) const {
   // An empty chunk would read as the final one; such an event is a bug
   // upstream, never something to send.
   if (event->wire().empty()) return nullptr;
@@ -444,7 +453,7 @@ EventPtr WatchSession::ForThisWatch(const EventPtr& event) const {
   const LabelSelector& labels = filter_.label_selector();
   if (event->type != EventType::kModified || event->prev_wire().empty() ||
       labels.Empty()) {
-    return now ? event : nullptr;
+    return now ? std::move(event) : nullptr;
   }
   // The labels changed. Everything else a watch filters on is the same
   // before and after a MODIFIED, so the object was in the selection iff its
@@ -497,7 +506,8 @@ void WatchSession::WaitForLog() {
   // the strong reference taken here moves into the posted handler. Only an
   // event of the watched resource (or a barrier) wakes it: with watches
   // spread over many resources, an append wakes just its own watchers.
-  context_->log.WaitForAppendOf(seq_, ResourceKeyOf(watch_), weak, [weak] {
+  if (resource_key_.empty()) resource_key_ = ResourceKeyOf(watch_);
+  context_->log.WaitForAppendOf(seq_, resource_key_, weak, [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
       net::any_io_executor strand = self->strand_;
       net::post(strand, [self = std::move(self)] {

@@ -393,6 +393,58 @@ TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
   EXPECT_EQ(log.Read(4, 10, &out), EventLog::ReadStatus::kExpired);
 }
 
+// ReadForWatch is SkipOtherResources, Read and BacklogBytes in one step, as
+// a watch takes them each turn.
+TEST(EventLog, ReadForWatchSkipsReadsAndMeasuresTheBacklogInOneStep) {
+  auto one = OneOf("nodes", 30, 20)[0]->MemoryBytes();
+  EventLog log(2 * one, 10);
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  const std::string nodes = EventLog::ResourceKey("g", "v1", "nodes");
+  log.AppendTransaction(20, OneOf("pods", 20, 10));   // seq 0
+  log.AppendTransaction(30, OneOf("nodes", 30, 20));  // seq 1
+  log.AppendTransaction(40, OneOf("nodes", 40, 30));  // seq 2, evicts 0
+  log.AppendTransaction(50, OneOf("pods", 50, 40));   // seq 3, evicts 1
+
+  std::vector<EventPtr> out;
+  // A nodes watch at 1 lost its own evicted event: Expired, not skipped.
+  EventLog::WatchRead read = log.ReadForWatch(1, nodes, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(read.seq, 1u);
+  // So does a pods watch at 1: it lost only a nodes event, but skipping goes
+  // no further than the tail, and pods has an event (3) after it.
+  out.clear();
+  read = log.ReadForWatch(1, pods, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kExpired);
+  out.clear();
+  read = log.ReadForWatch(2, nodes, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  EXPECT_EQ(read.seq, 2u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]->commit_lsn, 40u);
+  EXPECT_EQ(read.backlog_bytes, log.BacklogBytes(2));
+  EXPECT_GT(read.backlog_bytes, 0u);
+
+  // A pods watch at 2 steps over the nodes event to its own at 3.
+  out.clear();
+  read = log.ReadForWatch(2, pods, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  EXPECT_EQ(read.seq, 2u);  // seq 3 is pods: nothing to skip from 2 on
+  out.clear();
+  log.AppendTransaction(60, OneOf("nodes", 60, 50));  // seq 4, evicts 2
+  read = log.ReadForWatch(4, pods, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  EXPECT_EQ(read.seq, 5u);  // past the nodes event: at the tail
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(read.backlog_bytes, 0u);
+  // At max_events, the backlog still counts everything to the tail.
+  read = log.ReadForWatch(3, pods, 1, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  EXPECT_EQ(read.seq, 3u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(read.backlog_bytes, log.BacklogBytes(3));
+  EXPECT_GT(read.backlog_bytes, out[0]->MemoryBytes());
+}
+
 // The list-to-watch handoff (DESIGN.md "exact or retry") classifies each
 // retained transaction, a multi-row one once, by its xid and commit LSN.
 TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
