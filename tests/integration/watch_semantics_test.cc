@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <random>
@@ -928,6 +929,51 @@ TEST_F(WatchSemanticsTest, WatcherThatDoesNotReadGetsExpired) {
   }
   std::cout << "[ SLOW     ] the slow watcher got " << got.size() << " of "
             << kRows << " events, then 410" << std::endl;
+}
+
+// SIGTERM while a watcher's socket is full (it stopped reading, but is not
+// far enough behind for a 410): its write can never finish, so walwatch
+// gives it a short grace, closes it, and exits 0 well before the 30 s after
+// which a stalled write closes a connection at other times.
+TEST_F(WatchSemanticsTest, SigtermClosesAWatcherWhoseSocketIsFull) {
+  ww_ = StartWalwatch(DefaultOptions());
+  ASSERT_NE(ww_, nullptr);
+  uint64_t start = WriteOtherTable();
+  WatchClient slow;
+  ASSERT_TRUE(Open(slow, "/clusters/c1/api/v1/pods?watch=1&resourceVersion=" +
+                             std::to_string(start)));
+  // ~3 MB of events: far past the socket buffers, far below the backlog
+  // bound (128 MiB).
+  Resource pod = Pod("c1", "default", "");
+  pod.spec["blob"] = std::string(1500, 'x');
+  uint64_t last_xid = 0;
+  for (int i = 0; i < 2000; ++i) {
+    pod.name = "full-" + std::to_string(i);
+    pod.uid = "uid-" + pod.name;
+    last_xid = InsertRow(db(), pod);
+  }
+  uint64_t fresh = 0;
+  ASSERT_TRUE(GetFreshRv(ww_->socket_path(), &fresh, In(kEventWait)));
+  ASSERT_GE(fresh, Commit(last_xid));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(ww_->pid(), SIGTERM), 0);
+  auto status = ww_->WaitExit(seconds(10));
+  ASSERT_TRUE(status.has_value())
+      << "walwatch did not exit within 10 s of SIGTERM with a full socket";
+  EXPECT_TRUE(status->exited && status->exit_code == 0) << status->Describe();
+  std::cout << "[ SHUTDOWN ] exited "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count()
+            << " ms after SIGTERM with a full socket" << std::endl;
+  // What the watcher gets when it reads at last: a prefix of the events,
+  // in order, and no final chunk (the connection was closed under it).
+  std::vector<WatchEvent> got;
+  ReadToEnd(slow, &got, In(seconds(10)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].name(), "full-" + std::to_string(i));
+  }
 }
 
 // --- Real clients ------------------------------------------------------------
