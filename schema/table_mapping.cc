@@ -78,7 +78,12 @@ std::string ParseTableMapping(std::string_view json, TableMapping* out) {
   for (auto it = cols->begin(); it != cols->end(); ++it) {
     bool known = false;
     for (const char* f : kMappedFieldNames) known |= it.key() == f;
-    if (!known) return "table mapping: unknown field \"" + it.key() + "\" in \"columns\"";
+    // The key as a JSON string: control characters in it stay escaped,
+    // so the message stays one line.
+    if (!known) {
+      return "table mapping: unknown field " + nlohmann::json(it.key()).dump() +
+             " in \"columns\"";
+    }
   }
   *out = std::move(m);
   return "";

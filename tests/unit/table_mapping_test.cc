@@ -135,6 +135,14 @@ TEST(TableMapping, RejectsUnknownColumnField) {
               "unknown field \"owner\"");
   ExpectError(Mapping("\"t\"", "\"public\"", R"(, "Object": "x")"),
               "unknown field \"Object\"");
+  // A control character in the name stays escaped: the message is one line
+  // (found by the wal2json fuzz target).
+  TableMapping m;
+  std::string err = ParseTableMapping(
+      Mapping("\"t\"", "\"public\"", R"(, "\nmespace": "x")"), &m);
+  EXPECT_NE(err.find("unknown field \"\\nmespace\""), std::string::npos)
+      << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
 }
 
 TEST(TableMapping, RejectsNonStrings) {
