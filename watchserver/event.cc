@@ -3,7 +3,6 @@
 #include <limits>
 #include <new>
 #include <stdexcept>
-#include <type_traits>
 
 namespace walwatch {
 
@@ -86,7 +85,6 @@ MutableEventPtr Event::Allocate(const Strings& s, size_t wire_size,
 }
 
 void Event::Free(const Event* e) {
-  static_assert(std::is_trivially_destructible_v<std::atomic<uint32_t>>);
   e->~Event();
   ::operator delete(const_cast<Event*>(e));
 }

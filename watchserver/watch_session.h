@@ -282,7 +282,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;
-  std::string resource_key_;  // EventLog::ResourceKey of watch_, once known
+  std::string resource_key_;  // EventLog::ResourceKey of watch_ (StartWatch)
   std::array<char, 256> discard_;  // bytes a client sends mid-stream
 
   // The initial state: from the state stream's Ready (RV initial_rv_) until

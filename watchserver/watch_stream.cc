@@ -26,11 +26,9 @@ namespace {
 
 // Events taken from the log per Read, before filtering.
 constexpr size_t kEventsPerRead = 256;
-
 // Batches taken from the state stream per turn on the strand when none of
 // them matches the watch's selectors; then the strand is yielded.
 constexpr int kStateBatchesPerTurn = 64;
-
 // Longest timeoutSeconds honoured as given; steady_clock must not overflow.
 constexpr int64_t kMaxTimeoutSeconds = int64_t{365} * 24 * 3600;
 
@@ -64,10 +62,6 @@ int64_t NowUnixMicros() {
       .count();
 }
 
-std::string ResourceKeyOf(const WatchRequest& watch) {
-  return EventLog::ResourceKey(watch.group, watch.version, watch.resource);
-}
-
 // Moves events from `from` (starting at *next) into a batch of at most
 // `max_bytes` of wire (at least one event).
 std::vector<EventPtr> TakeWriteBatch(const std::vector<EventPtr>& from,
@@ -93,6 +87,8 @@ void WatchSession::StartWatch() {
   std::optional<std::string> kind = context_->catalog.Kind(
       GroupVersionResource{watch_.group, watch_.version, watch_.resource});
   if (!kind) return SendStatus(NotFoundStatus(), keep_alive_);
+  resource_key_ =
+      EventLog::ResourceKey(watch_.group, watch_.version, watch_.resource);
   // Selectors are compiled once per watch; every event is matched against
   // the fields its Event carries.
   std::string error = WatchFilter::Create(watch_, &filter_);
@@ -378,7 +374,6 @@ void WatchSession::Pump() {
   if (initial_) return PumpInitialState();
 
   EventLog& log = context_->log;
-  if (resource_key_.empty()) resource_key_ = ResourceKeyOf(watch_);
   if (bookmark_due_) {
     // While this watch waited only for its own resource's events
     // (WaitForLog), other resources' may have piled up behind its cursor:
@@ -415,10 +410,10 @@ void WatchSession::Pump() {
   }
 
   // Take matching events up to max_write_bytes (at least one); the cursor
-  // moves past every event looked at, matching or not.
-  // Events move from read_batch_ to the write: each delivery costs one
-  // reference count increment (in Read) and one decrement (after the
-  // write), atomics on a cache line every HTTP thread touches.
+  // moves past every event looked at, matching or not. Events move from
+  // read_batch_ to the write: each delivery costs one reference count
+  // increment (in Read) and one decrement (after the write), atomics on a
+  // cache line every HTTP thread touches.
   const size_t max_bytes = context_->options.max_write_bytes;
   std::vector<EventPtr> matching;
   size_t bytes = 0;
@@ -506,7 +501,6 @@ void WatchSession::WaitForLog() {
   // the strong reference taken here moves into the posted handler. Only an
   // event of the watched resource (or a barrier) wakes it: with watches
   // spread over many resources, an append wakes just its own watchers.
-  if (resource_key_.empty()) resource_key_ = ResourceKeyOf(watch_);
   context_->log.WaitForAppendOf(seq_, resource_key_, weak, [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
       net::any_io_executor strand = self->strand_;
@@ -615,7 +609,7 @@ void WatchSession::FinishStream() {
   // claim events the client has not received.
   if (!initial_ && watch_.allow_watch_bookmarks && !final_bookmark_sent_) {
     final_bookmark_sent_ = true;
-    seq_ = context_->log.SkipOtherResources(seq_, ResourceKeyOf(watch_));
+    seq_ = context_->log.SkipOtherResources(seq_, resource_key_);
     uint64_t rv = context_->log.ResumeRvAt(seq_);
     if (rv != 0) {
       bookmark_rearm_ = false;
