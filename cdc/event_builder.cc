@@ -95,6 +95,9 @@ bool SameLabels(LabelList a, LabelList b) {
 struct EventBuilder::Impl {
   od::parser parser;
   std::string scratch;  // for objects whose buffer lacks padding
+  // Events of one object, or of one workload's replicas, share their filter
+  // fields.
+  FilterFieldsInterner interner;
 
   std::string Analyze(const std::string& text, ObjectLayout* out);
 
@@ -370,23 +373,27 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
     const uint64_t rv = i + 1 == pending.size() ? txn.commit_lsn : prev_rv;
-    Event::Strings strings;
-    strings.group = Col(p.row, MappedField::kGroup).text;
-    strings.version = Col(p.row, MappedField::kVersion).text;
-    strings.resource = Col(p.row, MappedField::kResource).text;
-    strings.kind = Col(p.row, MappedField::kKind).text;
-    strings.cluster = Col(p.row, MappedField::kCluster).text;
-    strings.ns = Col(p.row, MappedField::kNamespace).text;
-    strings.name = Col(p.row, MappedField::kName).text;
-    strings.labels = &p.layout.labels;
+    FilterFields::Values values;
+    values.group = Col(p.row, MappedField::kGroup).text;
+    values.version = Col(p.row, MappedField::kVersion).text;
+    values.resource = Col(p.row, MappedField::kResource).text;
+    values.kind = Col(p.row, MappedField::kKind).text;
+    values.cluster = Col(p.row, MappedField::kCluster).text;
+    values.ns = Col(p.row, MappedField::kNamespace).text;
+    values.labels = &p.layout.labels;
+    FilterFieldsPtr fields = impl_->interner.Intern(values);
     Impl::Wire wire = Impl::PlanWire(p.type, p.row, p.layout, rv);
     Impl::Wire prev_wire;
+    FilterFieldsPtr prev_fields;
     if (p.labels_changed) {
       prev_wire =
           Impl::PlanWire(EventType::kDeleted, p.old_row, p.old_layout, rv);
-      strings.prev_labels = &p.old_layout.labels;
+      values.labels = &p.old_layout.labels;
+      prev_fields = impl_->interner.Intern(values);
     }
-    MutableEventPtr e = Event::Allocate(strings, wire.size, prev_wire.size);
+    MutableEventPtr e = Event::Allocate(
+        std::move(fields), std::move(prev_fields),
+        Col(p.row, MappedField::kName).text, wire.size, prev_wire.size);
     Impl::WriteWire(wire, e->mutable_wire());
     if (p.labels_changed) Impl::WriteWire(prev_wire, e->mutable_prev_wire());
     e->last_in_txn = i + 1 == pending.size();

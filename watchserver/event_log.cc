@@ -9,11 +9,42 @@ namespace walwatch {
 EventLog::EventLog(size_t max_bytes, uint64_t floor_rv)
     : max_bytes_(max_bytes), floor_rv_(floor_rv), current_rv_(floor_rv) {}
 
+EventLog::~EventLog() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const EventPtr& e : events_) DischargeLocked(*e);
+}
+
+size_t EventLog::ChargeLocked(const Event& e) {
+  size_t bytes = e.MemoryBytes();
+  for (const FilterFields* f : {e.fields(), e.prev_fields()}) {
+    if (f && f->log_refs_++ == 0) bytes += f->MemoryBytes();
+  }
+  return bytes;
+}
+
+size_t EventLog::DischargeLocked(const Event& e) {
+  size_t bytes = e.MemoryBytes();
+  for (const FilterFields* f : {e.fields(), e.prev_fields()}) {
+    if (f && --f->log_refs_ == 0) bytes += f->MemoryBytes();
+  }
+  return bytes;
+}
+
 EventLog::AppendResult EventLog::AppendTransaction(
     uint64_t commit_lsn, std::vector<EventPtr> events) {
   assert(!events.empty());
+  // At most this: some of the filter fields may be charged already.
   size_t incoming = 0;
-  for (const auto& e : events) incoming += e->MemoryBytes();
+  std::vector<const FilterFields*> fields;
+  for (const auto& e : events) {
+    incoming += e->MemoryBytes();
+    for (const FilterFields* f : {e->fields(), e->prev_fields()}) {
+      if (f) fields.push_back(f);
+    }
+  }
+  std::sort(fields.begin(), fields.end());
+  fields.erase(std::unique(fields.begin(), fields.end()), fields.end());
+  for (const FilterFields* f : fields) incoming += f->MemoryBytes();
   if (incoming > max_bytes_) {
     AppendBarrier(commit_lsn, events.front()->xid);
     return AppendResult::kTooLarge;
@@ -27,9 +58,9 @@ EventLog::AppendResult EventLog::AppendTransaction(
       IndexAppendLocked(*e, first_seq_ + events_.size());
       offsets_.push_back(appended_bytes_);
       appended_bytes_ += e->MemoryBytes();
+      bytes_ += ChargeLocked(*e);
       events_.push_back(std::move(e));
     }
-    bytes_ += incoming;
     current_rv_ = commit_lsn;
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
@@ -43,6 +74,7 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const EventPtr& e : events_) {
+      DischargeLocked(*e);
       if (!e->last_in_txn) continue;
       ++evicted_transactions_;
       max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
@@ -238,7 +270,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     bool last = e->last_in_txn;
     floor_rv_ = e->commit_lsn;
     max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
-    bytes_ -= e->MemoryBytes();
+    bytes_ -= DischargeLocked(*e);
     events_.pop_front();
     offsets_.pop_front();
     ++first_seq_;
@@ -247,7 +279,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     while (!last && !events_.empty()) {
       const EventPtr& f = events_.front();
       last = f->last_in_txn;
-      bytes_ -= f->MemoryBytes();
+      bytes_ -= DischargeLocked(*f);
       events_.pop_front();
       offsets_.pop_front();
       ++first_seq_;

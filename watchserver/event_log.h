@@ -6,7 +6,9 @@
 //  * One writer (the replication thread) calls AppendTransaction,
 //    AppendBarrier and AdvanceCurrentRv. Any thread may call the rest.
 //  * Events are appended a whole transaction at a time, and evicted a whole
-//    transaction at a time, oldest first, to keep MemoryBytes() <= max_bytes.
+//    transaction at a time, oldest first, to keep their bytes <= max_bytes:
+//    each event's MemoryBytes(), and once each the FilterFields they refer
+//    to (an event is in at most one log).
 //  * floor_rv(): every transaction that committed after floor_rv is in the
 //    log. A watch may resume from any rv >= floor_rv; an older rv is Expired.
 //  * Sequence numbers are dense and never reused: the event at seq s stays
@@ -37,6 +39,7 @@ class EventLog {
   // floor_rv: the position the stream starts after (see class comment).
   EventLog(size_t max_bytes, uint64_t floor_rv);
 
+  ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
@@ -193,6 +196,11 @@ class EventLog {
 
  private:
   void EvictToFitLocked(size_t incoming_bytes);
+  // The bytes an event adds to the log as it is appended, or removes as it
+  // leaves: its own, and its FilterFields' as the first or the last retained
+  // event to refer to them.
+  size_t ChargeLocked(const Event& e);
+  size_t DischargeLocked(const Event& e);
   uint64_t SkipOtherResourcesLocked(uint64_t seq,
                                     const std::string& resource_key) const;
   ReadStatus ReadLocked(uint64_t seq, size_t max_events,

@@ -133,7 +133,9 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
                          return monitor.wal_status() == status ? 1.0 : 0.0;
                        });
   }
-  m->AddGauge("walwatch_event_log_bytes", "Bytes held by the event log.",
+  m->AddGauge("walwatch_event_log_bytes",
+              "Bytes held by the event log: its events and, once each, the "
+              "filter fields they share.",
               [&log] { return static_cast<double>(log.GetStats().bytes); });
   m->AddGauge("walwatch_event_log_events", "Events held by the event log.",
               [&log] { return static_cast<double>(log.GetStats().events); });

@@ -41,14 +41,14 @@ if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 declare -A SOURCES FLAGS MAX_LEN
 SOURCES[http]="tests/fuzz/http_request_fuzz.cc watchserver/watch_request.cc
   watchserver/selector.cc watchserver/k8s_status.cc watchserver/event_log.cc
-  watchserver/event.cc"
+  watchserver/event.cc watchserver/filter_fields.cc"
 SOURCES[selector]="tests/fuzz/selector_fuzz.cc watchserver/selector.cc
-  watchserver/event.cc"
+  watchserver/event.cc watchserver/filter_fields.cc"
 SOURCES[rv]="tests/fuzz/rv_fuzz.cc cdc/lsn.cc watchserver/watch_request.cc
-  watchserver/event_log.cc watchserver/event.cc"
+  watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
 SOURCES[wal2json]="tests/fuzz/wal2json_fuzz.cc cdc/wal2json_decoder.cc
   cdc/transaction_assembler.cc cdc/event_builder.cc cdc/lsn.cc
-  schema/table_mapping.cc watchserver/event_log.cc watchserver/event.cc"
+  schema/table_mapping.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
 # Boost assertions go to the handler in http_request_fuzz.cc (one of
 # Beast 1.74's is wrong).
 FLAGS[http]="-DBOOST_ENABLE_ASSERT_HANDLER"

@@ -665,5 +665,29 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
   EXPECT_TRUE(r2.events[0]->prev_wire().empty());
 }
 
+// Every event of an object, and of objects alike in all but the name, share
+// one FilterFields: the event log holds them once (BENCHMARKS.md).
+TEST_F(EventBuilderTest, EventsShareFilterFieldsWhenAllButTheNameAgree) {
+  auto row = [](const char* name, const char* labels) {
+    RowChange c = MakeRow(Wal2JsonAction::kInsert,
+                          std::string(R"({"metadata": {"labels": )") + labels +
+                              "}}");
+    c.columns[MappedField::kName].text = name;
+    return c;
+  };
+  auto r1 = Build(TxnOf({row("a", R"({"app": "web"})")}), 0x100);
+  auto r2 = Build(TxnOf({row("b", R"({"app": "web"})"),
+                         row("c", R"({"app": "db"})")}),
+                  0x200);
+  ASSERT_EQ(r1.events.size(), 1u);
+  ASSERT_EQ(r2.events.size(), 2u);
+  EXPECT_EQ(r1.events[0]->name(), "a");
+  EXPECT_EQ(r2.events[0]->name(), "b");
+  EXPECT_EQ(r1.events[0]->fields(), r2.events[0]->fields());
+  EXPECT_NE(r2.events[0]->fields(), r2.events[1]->fields());
+  EXPECT_EQ(r2.events[1]->labels().ToList(),
+            (LabelList{{"app", "db"}}));
+}
+
 }  // namespace
 }  // namespace walwatch

@@ -339,6 +339,12 @@ std::vector<EventPtr> OneOf(const std::string& resource, uint64_t commit,
   return {e};
 }
 
+// What one event of OneOf costs the log: itself and its filter fields, which
+// it shares with nobody.
+size_t ChargedBytes(const EventPtr& e) {
+  return e->MemoryBytes() + e->fields()->MemoryBytes();
+}
+
 TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
   EventLog log(kBig, 10);
   const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
@@ -369,7 +375,7 @@ TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
 TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
   // Room for two events of "nodes" (the larger: events count their exact
   // string sizes), not three.
-  auto one = OneOf("nodes", 30, 20)[0]->MemoryBytes();
+  auto one = ChargedBytes(OneOf("nodes", 30, 20)[0]);
   EventLog log(2 * one, 10);
   const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
   log.AppendTransaction(20, OneOf("pods", 20, 10));    // seq 0
@@ -396,7 +402,7 @@ TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
 // ReadForWatch is SkipOtherResources, Read and BacklogBytes in one step, as
 // a watch takes them each turn.
 TEST(EventLog, ReadForWatchSkipsReadsAndMeasuresTheBacklogInOneStep) {
-  auto one = OneOf("nodes", 30, 20)[0]->MemoryBytes();
+  auto one = ChargedBytes(OneOf("nodes", 30, 20)[0]);
   EventLog log(2 * one, 10);
   const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
   const std::string nodes = EventLog::ResourceKey("g", "v1", "nodes");
