@@ -27,6 +27,7 @@
 
 #include <array>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -198,6 +199,12 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void WaitForLog();
   void OnLogAppend();
   void WriteEvents(std::vector<EventPtr> events, bool live);
+  // Writes events_in_flight_ as one chunk.
+  void WriteEventsInFlight(bool live);
+  // Empties events_in_flight_ and write_buffers_ after a write, keeping
+  // room for kKeptWriteCapacity events.
+  void ReleaseWriteBuffers();
+  static constexpr size_t kKeptWriteCapacity = 16;
   void OnWriteEvents(ErrorCode ec, size_t bytes);
   void ArmBookmarkTimer();
   void OnBookmarkTimer(ErrorCode ec);
@@ -279,6 +286,12 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool reading_for_disconnect_ = false;
   std::vector<EventPtr> events_in_flight_;  // keep wire bytes alive
   bool live_in_flight_ = false;             // events_in_flight_ are live
+  // The chunk being written: its size line, events_in_flight_'s wire bytes
+  // and the closing CRLF. Reused from write to write, as is
+  // events_in_flight_'s capacity (up to kKeptWriteCapacity): a write of a
+  // few events allocates nothing.
+  std::vector<boost::asio::const_buffer> write_buffers_;
+  std::array<char, 2 * sizeof(size_t) + 2> chunk_size_line_;
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;

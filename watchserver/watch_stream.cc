@@ -2,9 +2,11 @@
 // initial state, the live stream from the EventLog, bookmarks, and how it
 // ends. schema/PROTOCOL.md is the contract this implements.
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/span.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/write.hpp>
 #include <random>
@@ -414,8 +416,10 @@ void WatchSession::Pump() {
   // read_batch_ to the write: each delivery costs one reference count
   // increment (in Read) and one decrement (after the write), atomics on a
   // cache line every HTTP thread touches.
+  // They are taken straight into events_in_flight_ (no write is in
+  // flight), whose capacity is reused.
   const size_t max_bytes = context_->options.max_write_bytes;
-  std::vector<EventPtr> matching;
+  std::vector<EventPtr>& matching = events_in_flight_;
   size_t bytes = 0;
   size_t consumed = 0;
   for (EventPtr& event : read_batch_) {
@@ -430,7 +434,7 @@ void WatchSession::Pump() {
   seq_ += consumed;
   read_batch_.clear();
 
-  if (!matching.empty()) return WriteEvents(std::move(matching), true);
+  if (!matching.empty()) return WriteEventsInFlight(/*live=*/true);
   if (full_batch) {
     // Nothing for this watch in a whole batch: yield the thread before the
     // next one so that one watch cannot hold it through a long backlog.
@@ -518,28 +522,58 @@ void WatchSession::OnLogAppend() {
 
 void WatchSession::WriteEvents(std::vector<EventPtr> events, bool live) {
   events_in_flight_ = std::move(events);
+  WriteEventsInFlight(live);
+}
+
+void WatchSession::WriteEventsInFlight(bool live) {
   live_in_flight_ = live;
-  std::vector<net::const_buffer> buffers;
-  buffers.reserve(events_in_flight_.size());
+  // One chunk, gathered from the shared wire bytes; nothing is copied. The
+  // bytes are http::make_chunk's (chunk-size in lowercase hex, CRLF, data,
+  // CRLF: RFC 9112 7.1), framed here into reused buffers because
+  // make_chunk allocates three times per write and iterates slowly.
+  size_t size = 0;
+  for (const EventPtr& event : events_in_flight_) size += event->wire().size();
+  char* const line = chunk_size_line_.data();
+  char* end = std::to_chars(line, line + 2 * sizeof(size_t), size, 16).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  static constexpr char kCrlf[] = "\r\n";
+  write_buffers_.clear();
+  write_buffers_.push_back(net::buffer(line, end - line));
   for (const EventPtr& event : events_in_flight_) {
     std::string_view wire = event->wire();
-    buffers.push_back(net::buffer(wire.data(), wire.size()));
+    write_buffers_.push_back(net::buffer(wire.data(), wire.size()));
   }
+  write_buffers_.push_back(net::buffer(kCrlf, 2));
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
   BeginWrite();
-  // One chunk, gathered from the shared wire bytes; nothing is copied.
-  net::async_write(socket_, http::make_chunk(buffers),
+  // A view of write_buffers_, which lives until the write completes (the
+  // write would copy a vector).
+  net::async_write(socket_,
+                   beast::span<const net::const_buffer>(write_buffers_.data(),
+                                                        write_buffers_.size()),
                    Bind(&WatchSession::OnWriteEvents));
+}
+
+void WatchSession::ReleaseWriteBuffers() {
+  events_in_flight_.clear();
+  // Keep room for a few events' writes; give back what a burst took.
+  if (events_in_flight_.capacity() > kKeptWriteCapacity) {
+    std::vector<EventPtr>().swap(events_in_flight_);
+  }
+  if (write_buffers_.capacity() > kKeptWriteCapacity + 2) {
+    std::vector<net::const_buffer>().swap(write_buffers_);
+  }
 }
 
 void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
   EndWrite();
   if (phase_ != Phase::kStreaming) {
-    events_in_flight_.clear();
+    ReleaseWriteBuffers();
     return;
   }
   if (ec) {
-    events_in_flight_.clear();
+    ReleaseWriteBuffers();
     SetEndReason(WatchEndReason::kClientClosed);
     return Close();
   }
@@ -559,7 +593,7 @@ void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
           std::max<int64_t>(0, NowUnixMicros() - committed) / 1e6);
     }
   }
-  events_in_flight_.clear();
+  ReleaseWriteBuffers();
   Pump();
 }
 
