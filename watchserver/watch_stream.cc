@@ -133,7 +133,7 @@ void WatchSession::WaitForResourceVersion(uint64_t rv) {
   // only hand over to the strand. The deadline keeps the session alive.
   rv_wait_id_ = context_->log.WaitForRv(rv, [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
-      net::any_io_executor strand = self->strand_;
+      Executor strand = self->strand_;
       net::post(strand, [self = std::move(self)] {
         self->Guarded("resourceVersion reached",
                       [&] { self->OnResourceVersionReached(); });
@@ -252,7 +252,7 @@ std::function<void()> WatchSession::StateWake() {
   // Runs on the state reader's thread: only hand over to the strand.
   return [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
-      net::any_io_executor strand = self->strand_;
+      Executor strand = self->strand_;
       net::post(strand, [self = std::move(self)] {
         self->Guarded("initial state", [&] { self->OnStateWake(); });
       });
@@ -507,7 +507,7 @@ void WatchSession::WaitForLog() {
   // spread over many resources, an append wakes just its own watchers.
   context_->log.WaitForAppendOf(seq_, resource_key_, weak, [weak] {
     if (std::shared_ptr<WatchSession> self = weak.lock()) {
-      net::any_io_executor strand = self->strand_;
+      Executor strand = self->strand_;
       net::post(strand, [self = std::move(self)] {
         self->Guarded("log append", [&] { self->OnLogAppend(); });
       });
