@@ -307,22 +307,23 @@ void EventLog::EndBatch() {
 std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   std::vector<std::function<void()>> wake;
   if (batching_) return wake;
-  wake.reserve(waiters_.size());
+  wake.reserve(waiters_.size() + keyed_waiter_count_);
   for (auto& w : waiters_) wake.push_back(std::move(w.second));
   waiters_.clear();
+  // A key's entry stays, emptied, so that its waiters, who come back after
+  // each wake, reuse its capacity (at most what the key's peak took);
+  // DropGoneKeyedWaitersLocked removes empty entries.
   auto take = [&](std::vector<KeyedWaiter>& keyed) {
     for (KeyedWaiter& w : keyed) wake.push_back(std::move(w.wake));
     keyed_waiter_count_ -= keyed.size();
+    keyed.clear();
   };
   if (wake_all_keyed_) {
     for (auto& [key, keyed] : keyed_waiters_) take(keyed);
-    keyed_waiters_.clear();
   } else {
     for (const std::string& key : appended_keys_) {
       auto it = keyed_waiters_.find(key);
-      if (it == keyed_waiters_.end()) continue;
-      take(it->second);
-      keyed_waiters_.erase(it);
+      if (it != keyed_waiters_.end()) take(it->second);
     }
   }
   wake_all_keyed_ = false;
