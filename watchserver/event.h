@@ -50,7 +50,8 @@ class Event {
   // An event holding `strings`, with room for wire_size bytes of wire line
   // and prev_wire_size bytes of previous state, which the caller writes
   // through mutable_wire() and mutable_prev_wire() before sharing it (the
-  // builder serializes straight into the event: no copy). Throws
+  // builder serializes straight into the event: no copy). The previous
+  // state exists only if prev_labels or prev_wire_size is given. Throws
   // std::length_error if the strings together exceed 4 GiB.
   static MutableEventPtr Allocate(const Strings& strings, size_t wire_size,
                                   size_t prev_wire_size = 0);
