@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/span.hpp>
@@ -546,6 +547,44 @@ void WatchSession::WriteEventsInFlight(bool live) {
   }
   write_buffers_.push_back(net::buffer(kCrlf, 2));
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
+
+  // Write now: a client that keeps up has room in its socket buffer, and
+  // the whole chunk goes in one sendmsg (64 buffers at a time) without an
+  // asynchronous operation, its allocation, or the write-stall timer. The
+  // completion is posted to the io_context, behind the other sessions'
+  // wakes (as an asynchronous write's would be), and enters the strand
+  // from there: posted to the strand, it would run right after this
+  // handler, and the last of many watchers woken by one event would write
+  // later.
+  ErrorCode ec;
+  if (!socket_.non_blocking()) socket_.non_blocking(true, ec);
+  const size_t written =
+      ec ? 0
+         : net::write(socket_,
+                      beast::span<const net::const_buffer>(
+                          write_buffers_.data(), write_buffers_.size()),
+                      ec);
+  if (ec != net::error::would_block && ec != net::error::try_again) {
+    write_in_flight_ = true;  // until OnWriteEvents; no timer to arm
+    net::post(strand_.get_inner_executor(),
+              [self = shared_from_this(), ec, written]() mutable {
+                Executor strand = self->strand_;
+                net::dispatch(strand, [self = std::move(self), ec, written] {
+                  self->Guarded("write",
+                                [&] { self->OnWriteEvents(ec, written); });
+                });
+              });
+    return;
+  }
+  // The socket is full: write the rest when the client reads, with the
+  // stall timer running.
+  size_t skip = written;
+  auto first = write_buffers_.begin();
+  while (first != write_buffers_.end() && skip >= first->size()) {
+    skip -= (first++)->size();
+  }
+  *first += skip;
+  write_buffers_.erase(write_buffers_.begin(), first);
   BeginWrite();
   // A view of write_buffers_, which lives until the write completes (the
   // write would copy a vector).
