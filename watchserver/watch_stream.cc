@@ -532,20 +532,21 @@ void WatchSession::WriteEventsInFlight(bool live) {
   // bytes are http::make_chunk's (chunk-size in lowercase hex, CRLF, data,
   // CRLF: RFC 9112 7.1), framed here into reused buffers because
   // make_chunk allocates three times per write and iterates slowly.
+  static constexpr char kCrlf[] = "\r\n";
+  write_buffers_.clear();
+  write_buffers_.emplace_back();  // the size line, once the size is known
   size_t size = 0;
-  for (const EventPtr& event : events_in_flight_) size += event->wire().size();
+  for (const EventPtr& event : events_in_flight_) {
+    std::string_view wire = event->wire();
+    write_buffers_.push_back(net::buffer(wire.data(), wire.size()));
+    size += wire.size();
+  }
+  write_buffers_.push_back(net::buffer(kCrlf, 2));
   char* const line = chunk_size_line_.data();
   char* end = std::to_chars(line, line + 2 * sizeof(size_t), size, 16).ptr;
   *end++ = '\r';
   *end++ = '\n';
-  static constexpr char kCrlf[] = "\r\n";
-  write_buffers_.clear();
-  write_buffers_.push_back(net::buffer(line, end - line));
-  for (const EventPtr& event : events_in_flight_) {
-    std::string_view wire = event->wire();
-    write_buffers_.push_back(net::buffer(wire.data(), wire.size()));
-  }
-  write_buffers_.push_back(net::buffer(kCrlf, 2));
+  write_buffers_.front() = net::buffer(line, end - line);
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
 
   // Write now: a client that keeps up has room in its socket buffer, and

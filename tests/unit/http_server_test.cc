@@ -591,6 +591,19 @@ class HttpServerTest : public ::testing::Test {
     return AppendTxn(commit_lsn, {spec}).front();
   }
 
+  // Pods of kLargePodBytes each, one transaction each from RV 101: 400 of
+  // them are far more than a Unix socket holds.
+  static constexpr size_t kLargePodBytes = 4000;
+  std::vector<EventPtr> AppendLargePods(int count) {
+    const std::string padding(kLargePodBytes, 'x');
+    std::vector<EventPtr> events;
+    for (int i = 0; i < count; ++i) {
+      events.push_back(
+          AppendPod(101 + i, "pod-" + std::to_string(i) + padding));
+    }
+    return events;
+  }
+
   // Reads the next line, which must be a bookmark; returns its RV.
   std::optional<uint64_t> ReadBookmark(TestClient* client) {
     std::optional<std::string> line = client->ReadLine();
@@ -1638,12 +1651,7 @@ TEST_F(HttpServerTest, AClientThatStopsReadingGetsEveryByteWhenItReadsAgain) {
   StartServer();
   auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
   ASSERT_TRUE(client);
-  // ~1.6 MB: far more than a Unix socket holds.
-  std::string padding(4000, 'x');
-  std::vector<EventPtr> events;
-  for (int i = 0; i < 400; ++i) {
-    events.push_back(AppendPod(101 + i, "pod-" + std::to_string(i) + padding));
-  }
+  std::vector<EventPtr> events = AppendLargePods(400);  // ~1.6 MB
   // Full: the unread bytes stop growing, with most of the events unsent.
   size_t unread = 0;
   ASSERT_TRUE(WaitFor([&] {
@@ -1652,7 +1660,7 @@ TEST_F(HttpServerTest, AClientThatStopsReadingGetsEveryByteWhenItReadsAgain) {
     unread = now;
     return full;
   }));
-  ASSERT_LT(unread, 400u * padding.size() / 2);
+  ASSERT_LT(unread, 400u * kLargePodBytes / 2);
   for (const EventPtr& event : events) {
     ASSERT_EQ(client->ReadLine(), Line(event));
   }
@@ -1667,11 +1675,7 @@ TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
   ASSERT_TRUE(client);
   // Far more than the socket buffers and the bound, while the client does
   // not read; the log (8 MiB) keeps all of it.
-  std::string padding(4000, 'x');
-  std::vector<EventPtr> events;
-  for (int i = 0; i < 400; ++i) {
-    events.push_back(AppendPod(101 + i, "pod-" + std::to_string(i) + padding));
-  }
+  std::vector<EventPtr> events = AppendLargePods(400);
   size_t received = 0;
   std::optional<std::string> line;
   while ((line = client->ReadLine())) {
