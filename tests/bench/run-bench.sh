@@ -11,14 +11,16 @@
 # 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical;
 # 4. tests/bench/fanout_bench.sh: commit -> client latency and walwatch's CPU
 #    with 1 to 5,000 watchers at 100 to 5,000 commits/s;
+# 4a. tests/bench/ceiling_bench.sh: the same fan-out with walwatch and
+#    PostgreSQL taken out (an ideal server), what the machine allows at all;
 # 5. tests/bench/memory_bench.sh: RSS per idle watcher, event-log RSS per
 #    wire byte;
 # 6. tests/bench/replay_bench.sh: time to rebuild the window after a restart.
-# About 25 minutes on 2 cores. The soak is separate: `make soak`
+# About 17 minutes on 2 cores. The soak is separate: `make soak`
 # (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|drain|fanout|memory|replay   run only these (a comma-
+#   BENCH_ONLY=decoder|drain|fanout|ceiling|memory|replay   run only these (a comma-
 #                              separated list)
 #   BENCH_REPETITIONS (5)      decoder_bench repetitions
 #   BENCH_MIN_TIME (0.5)       decoder_bench seconds per repetition
@@ -26,8 +28,9 @@
 #   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md alone
 #   BENCH_BUILD_DIR (build-bench), JOBS (2), WALWATCH_MARCH (haswell on x86-64)
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
-#   BENCH_FANOUT_*, BENCH_MEMORY_*, BENCH_REPLAY_*, BENCH_OBJECT_BYTES: see
-#                              fanout_bench.sh, memory_bench.sh, replay_bench.sh
+#   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
+#   BENCH_OBJECT_BYTES: see fanout_bench.sh, ceiling_bench.sh,
+#                              memory_bench.sh, replay_bench.sh
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
 set -euo pipefail
 
@@ -40,7 +43,7 @@ MIN_TIME=${BENCH_MIN_TIME:-0.5}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder drain fanout memory replay)
+PARTS=(decoder drain fanout ceiling memory replay)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -56,7 +59,7 @@ say "configuring and building in $BUILD_DIR ..."
 # shellcheck source=tests/bench/bench_lib.sh
 source tests/bench/bench_lib.sh
 bench_build "$BUILD_DIR" "$JOBS" decoder_bench watch_count bench_writer \
-  fanout_client walwatch
+  fanout_client fanout_ceiling walwatch
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
@@ -76,8 +79,9 @@ if want drain; then
   env $DRAIN_ENV WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" \
     BENCH_DRAIN_OUT="$WORK/drain.env" tests/bench/drain_bench.sh
 fi
-# The fan-out, memory and replay benchmarks: each prints its own section.
-for part in fanout memory replay; do
+# The fan-out, ceiling, memory and replay benchmarks: each prints its own
+# section.
+for part in fanout ceiling memory replay; do
   want "$part" || continue
   say "running tests/bench/${part}_bench.sh ..."
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
@@ -160,7 +164,7 @@ decoder_table() {
   echo '```'
   if want decoder; then echo "${DECODER_CMD[*]}"; fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout memory replay; do
+  for part in fanout ceiling memory replay; do
     if want "$part"; then
       env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
       echo "tests/bench/${part}_bench.sh"
@@ -190,7 +194,7 @@ decoder_table() {
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout memory replay; do
+  for part in fanout ceiling memory replay; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
 } >"$WORK/report.md"
