@@ -79,8 +79,7 @@ void WatchSession::OnShutdown() {
       break;
     case Phase::kResponding:
       // OnWriteResponse closes after this response.
-      write_timer_.expires_after(kShutdownWriteGrace);
-      write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
+      ArmWriteTimer(kShutdownWriteGrace);
       break;
     case Phase::kWaitingForRv:
     case Phase::kWaitingForState:
@@ -91,8 +90,7 @@ void WatchSession::OnShutdown() {
       if (!ending_) SetEndReason(WatchEndReason::kShutdown);
       finish_requested_ = true;
       if (write_in_flight_) {
-        write_timer_.expires_after(kShutdownWriteGrace);
-        write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
+        ArmWriteTimer(kShutdownWriteGrace);
       } else {
         Pump();
       }
@@ -104,19 +102,30 @@ void WatchSession::OnShutdown() {
 
 void WatchSession::BeginWrite() {
   write_in_flight_ = true;
-  write_timer_.expires_after(shutdown_requested_ ? kShutdownWriteGrace
-                                                 : kWriteStallTimeout);
-  write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
+  ArmWriteTimer(shutdown_requested_ ? kShutdownWriteGrace
+                                    : kWriteStallTimeout);
 }
 
 void WatchSession::EndWrite() {
   write_in_flight_ = false;
-  write_timer_.cancel();
+  if (write_timer_armed_) {
+    write_timer_armed_ = false;
+    write_timer_.cancel();
+  }
+}
+
+void WatchSession::ArmWriteTimer(Clock::duration after) {
+  write_timer_armed_ = true;
+  write_timer_.expires_after(after);
+  write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
 }
 
 void WatchSession::OnWriteStalled(ErrorCode ec) {
   if (ec == net::error::operation_aborted || !write_in_flight_) return;
-  if (write_timer_.expiry() > Clock::now()) return;
+  // An expiry queued before its write completed: cancel() came too late
+  // to abort it. Disarmed, it does not bound the write now in flight;
+  // re-armed, the new expiry lies ahead.
+  if (!write_timer_armed_ || write_timer_.expiry() > Clock::now()) return;
   LogWarn("closing a connection whose client stopped reading");
   // A slow watcher, dropped without the 410 its full socket cannot take.
   SetEndReason(WatchEndReason::kBacklog);

@@ -235,11 +235,14 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // appended since the watch started, else kExpired.
   WatchEndReason ExpiryReason() const;
 
-  // Every socket write goes between BeginWrite and EndWrite: one write in
-  // flight, and a write the client does not drain in time closes the
-  // connection.
+  // One write in flight at a time (write_in_flight_). An asynchronous
+  // write goes between BeginWrite and EndWrite, which arm and disarm the
+  // write timer: a write the client does not drain in time closes the
+  // connection. A write that went into the socket at once (WriteEvents)
+  // arms no timer and ends with EndWrite too.
   void BeginWrite();
   void EndWrite();
+  void ArmWriteTimer(Clock::duration after);
   void OnWriteStalled(ErrorCode ec);
 
   void ArmDeadline(Clock::duration after);
@@ -271,6 +274,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   Timer bookmark_timer_;
   Timer write_timer_;
   bool write_in_flight_ = false;
+  // Whether write_timer_ bounds the write in flight. An expiry that was
+  // already queued when its write completed finds it false and does
+  // nothing, even if a later write (one that needed no timer) is in flight.
+  bool write_timer_armed_ = false;
 
   // Waiting for the StateSource.
   Awaiting awaiting_ = Awaiting::kNothing;
