@@ -98,6 +98,7 @@ size_t FilterFields::MemoryBytes() const {
 }
 
 FilterFieldsPtr FilterFieldsInterner::Intern(const FilterFields::Values& values) {
+  if (++calls_since_sweep_ >= std::max(kMinSweepAt, table_.size())) Sweep();
   FilterFields::Packed packed = FilterFields::Pack(values, &buffer_);
   auto [it, end] = table_.equal_range(packed.bytes);
   for (; it != end; ++it) {
@@ -121,6 +122,7 @@ void FilterFieldsInterner::Sweep() {
     }
   }
   sweep_at_ = std::max(kMinSweepAt, table_.size() + table_.size() / 4);
+  calls_since_sweep_ = 0;
 }
 
 }  // namespace walwatch

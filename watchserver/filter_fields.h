@@ -180,10 +180,14 @@ class FilterFields {
 };
 
 // Hands out one shared FilterFields per distinct value. Instances no event
-// refers to any more (not charged to the event log) are dropped by a sweep
-// whenever the table has grown by a quarter since the last one: it holds at
-// most 1.25 times the live ones, or kMinSweepAt. A sweep costs a look at
-// each entry, so about five per insertion.
+// refers to any more (not charged to the event log) are dropped by a sweep,
+// which runs when the table has grown by a quarter since the last one (it
+// then holds at most 1.25 times the live ones, or kMinSweepAt), and after as
+// many Intern calls as it has entries: when the live ones become fewer while
+// lookups keep finding their values (a burst of distinct objects evicted,
+// then updates of known ones), the dead are dropped within one table's worth
+// of calls rather than held until the table grows again. A sweep costs a
+// look at each entry: about five per insertion, and one per call.
 //
 // Thread safety: one interner per thread. The FilterFieldsPtr it returns may
 // be used and dropped on any thread: a sweep frees only instances whose count
@@ -206,6 +210,7 @@ class FilterFieldsInterner {
   // By the bytes of the parts (parts split differently may share them).
   std::unordered_multimap<std::string_view, FilterFieldsPtr> table_;
   size_t sweep_at_ = kMinSweepAt;
+  size_t calls_since_sweep_ = 0;
   std::string buffer_;
 };
 

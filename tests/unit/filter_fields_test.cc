@@ -74,6 +74,25 @@ TEST(FilterFieldsInterner, DropsWhatNoEventHoldsAndKeepsTheRest) {
   EXPECT_EQ(interner.Intern(Deployments(&kept_labels)), kept);
 }
 
+TEST(FilterFieldsInterner, DropsTheDeadWhileLookupsOnlyFindLiveValues) {
+  FilterFieldsInterner interner;
+  LabelList labels = {{"app", "web"}};
+  FilterFieldsPtr kept = interner.Intern(Deployments(&labels));
+  // A burst of distinct values, all held (by events in the log) ...
+  std::vector<FilterFieldsPtr> burst;
+  for (int i = 0; i < 5000; ++i) {
+    burst.push_back(interner.Intern(Deployments(nullptr, "ns-" + std::to_string(i))));
+  }
+  ASSERT_EQ(interner.size(), 5001u);
+  // ... then evicted, while every lookup finds a value the table has, so
+  // the table does not grow: the dead go within a table's worth of calls.
+  burst.clear();
+  for (int i = 0; i < 5001; ++i) {
+    ASSERT_EQ(interner.Intern(Deployments(&labels)), kept);
+  }
+  EXPECT_EQ(interner.size(), 1u);
+}
+
 // n events in one transaction sharing their filter fields.
 std::vector<EventPtr> Sharing(const FilterFieldsPtr& fields, uint64_t commit,
                               int n) {
