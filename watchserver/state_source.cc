@@ -22,8 +22,14 @@ void InitialStateStream::Ready(uint64_t rv) {
 }
 
 bool InitialStateStream::Push(std::vector<EventPtr> events) {
+  // An event's filter fields are kept apart from it (and may be shared):
+  // counted with each event, which errs on the side of the bound.
   size_t bytes = 0;
-  for (const auto& e : events) bytes += e->MemoryBytes();
+  for (const auto& e : events) {
+    bytes += e->MemoryBytes();
+    if (const FilterFields* f = e->fields()) bytes += f->MemoryBytes();
+    if (const FilterFields* f = e->prev_fields()) bytes += f->MemoryBytes();
+  }
   std::vector<std::function<void()>> wake;
   {
     std::unique_lock<std::mutex> lock(mu_);
