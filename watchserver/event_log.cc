@@ -307,7 +307,22 @@ void EventLog::EndBatch() {
 std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   std::vector<std::function<void()>> wake;
   if (batching_) return wake;
-  wake.reserve(waiters_.size() + keyed_waiter_count_);
+  // The lists of the keys appended to (usually one), to size `wake` exactly:
+  // reserving for every keyed waiter would allocate for all watchers on
+  // each commit, though most commits wake few of them.
+  std::vector<std::vector<KeyedWaiter>*> lists;
+  size_t count = waiters_.size();
+  if (wake_all_keyed_) {
+    count += keyed_waiter_count_;
+  } else {
+    for (const std::string& key : appended_keys_) {
+      auto it = keyed_waiters_.find(key);
+      if (it == keyed_waiters_.end() || it->second.empty()) continue;
+      lists.push_back(&it->second);
+      count += it->second.size();
+    }
+  }
+  wake.reserve(count);
   for (auto& w : waiters_) wake.push_back(std::move(w.second));
   waiters_.clear();
   // A key's entry stays, emptied, so that its waiters, who come back after
@@ -321,10 +336,7 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   if (wake_all_keyed_) {
     for (auto& [key, keyed] : keyed_waiters_) take(keyed);
   } else {
-    for (const std::string& key : appended_keys_) {
-      auto it = keyed_waiters_.find(key);
-      if (it != keyed_waiters_.end()) take(it->second);
-    }
+    for (std::vector<KeyedWaiter>* keyed : lists) take(*keyed);
   }
   wake_all_keyed_ = false;
   appended_keys_.clear();
