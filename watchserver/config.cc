@@ -367,7 +367,8 @@ const Flag kFlags[] = {
        return "";
      },
      [](const Config& c) { return c.tcp_listen; }, false, true},
-    {"http-threads", Group::kServing, "N", "Threads serving HTTP; 1 to 64.",
+    {"http-threads", Group::kServing, "N", "Threads serving HTTP; 1 to 64. More can help with many "
+     "watchers on a machine with cores to spare.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        uint64_t n;

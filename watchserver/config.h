@@ -68,8 +68,11 @@ struct Config {
   // empty: anyone who can open the socket file.
   std::vector<uint32_t> allow_uids;
   std::vector<uint32_t> allow_gids;
-  // Threads running the HTTP io_context: 1..64.
-  int http_threads = 2;
+  // Threads running the HTTP io_context: 1..64. One by default: on two
+  // cores shared with the database and the clients, a second thread on the
+  // same io_context costs more in hand-offs than it adds (BENCHMARKS.md,
+  // 2026-12-03 09:20).
+  int http_threads = 1;
   // How long a watch or list with a resourceVersion ahead of the stream waits
   // for the stream to catch up before it is answered "too large".
   std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};

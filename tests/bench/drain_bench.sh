@@ -30,7 +30,7 @@
 #   BENCH_REPS (3)           repetitions (medians are reported)
 #   BENCH_TIMEOUT (600)      seconds any one step may take
 #   WALWATCH_BIN             default build-bench/walwatch, else build/walwatch
-#   BENCH_WALWATCH_FLAGS     extra walwatch flags (words), e.g. "--http-threads 1"
+#   BENCH_WALWATCH_FLAGS     extra walwatch flags (words), e.g. "--http-threads 2"
 #   WATCH_COUNT_BIN          the watcher (tests/bench/watch_count.cc); default
 #                            watch_count next to WALWATCH_BIN
 #   BENCH_DRAIN_OUT          also write key=value results to this file

@@ -51,7 +51,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.socket_path, "/run/walwatch/walwatch.sock");
   EXPECT_EQ(c.socket_mode, 0660u);
   EXPECT_EQ(c.tcp_listen, "");
-  EXPECT_EQ(c.http_threads, 2);
+  EXPECT_EQ(c.http_threads, 1);
   EXPECT_EQ(c.too_large_rv_wait, milliseconds(3000));
   EXPECT_EQ(c.bookmark_interval, milliseconds(60000));
   EXPECT_EQ(c.max_log_bytes, size_t{256} * 1024 * 1024);
@@ -75,7 +75,7 @@ TEST(Config, DefaultJson) {
             "\"socket\":\"/run/walwatch/walwatch.sock\","
             "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
-            "\"http-threads\":2,\"too-large-rv-wait\":\"3s\","
+            "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"bookmark-interval\":\"1m\","
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
@@ -446,7 +446,7 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
       {"--socket", "WALWATCH_SOCKET", "/run/walwatch/walwatch.sock"},
       {"--socket-mode", "WALWATCH_SOCKET_MODE", "0660"},
       {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
-      {"--http-threads", "WALWATCH_HTTP_THREADS", "2"},
+      {"--http-threads", "WALWATCH_HTTP_THREADS", "1"},
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
       {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
