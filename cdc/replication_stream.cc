@@ -94,6 +94,9 @@ struct ReplicationStream::Impl {
   PgConn repl;
   EventLog* log = nullptr;
   uint64_t last_received = 0;
+  // The slot's confirmed_flush_lsn, read on the replication connection just
+  // before START_REPLICATION (0 if it could not be read).
+  uint64_t slot_confirmed_flush = 0;
   Clock::time_point next_status;
   const int wake_fd;  // an eventfd: wakes the poll loop for a keepalive
   // Stop(): ends the poll loop, the backoff wait and START_REPLICATION.
@@ -131,6 +134,26 @@ std::string ReplicationStream::Impl::StartStreaming() {
     std::string err = ExplainPgError(PgError(repl.get()));
     repl.reset();
     return "cannot open the replication connection: " + err;
+  }
+  // Where the slot stands. walwatch never confirms past current_rv + 1, so
+  // a slot further on was moved by someone else; Run checks.
+  slot_confirmed_flush = 0;
+  {
+    std::string err;
+    PgResult r = PgExecSimple(
+        repl.get(),
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+        "WHERE slot_name = " + QuoteLiteral(opt.slot),
+        &err, &stop);
+    if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+      if (r) err = PgResultError(r.get());
+      repl.reset();
+      return "cannot read replication slot " + opt.slot + ": " +
+             ExplainPgError(err);
+    }
+    if (PQntuples(r.get()) == 1 && !PQgetisnull(r.get(), 0, 0)) {
+      slot_confirmed_flush = ParseLsn(PQgetvalue(r.get(), 0, 0)).value_or(0);
+    }
   }
   std::string cmd =
       "START_REPLICATION SLOT " + QuoteIdent(opt.slot) +
@@ -600,6 +623,21 @@ void ReplicationStream::Run(EventLog* log) {
       }
       ++stats_.reconnects;
       LogInfo("replication resumed", {{"slot", m.opt.slot}, {"attempt", attempt}});
+      if (m.slot_confirmed_flush > log->current_rv() + 1) {
+        // Moved while walwatch was away (pg_replication_slot_advance, a
+        // second consumer, or a slot dropped and created again): the
+        // server resumes after confirmed_flush - 1, and what lies before it
+        // is gone.
+        uint64_t barrier = m.slot_confirmed_flush - 1;
+        LogError("the replication slot moved past what walwatch confirmed; "
+                 "every watcher must relist",
+                 {{"slot", m.opt.slot},
+                  {"confirmed_flush_lsn", FormatLsn(m.slot_confirmed_flush)},
+                  {"current_rv", FormatLsn(log->current_rv())}});
+        log->AppendBarrier(barrier);
+        ++stats_.barriers;
+        m.assembler.set_last_commit_lsn(barrier);
+      }
     }
     streaming_ = true;
     auto started = Clock::now();

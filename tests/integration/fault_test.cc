@@ -905,6 +905,58 @@ TEST_F(SlotLostTest, DroppedWhileWalwatchPausedGives410AndRecreates) {
   RelistAndCheckExact(*ww);
 }
 
+// Someone else moves the slot while walwatch is away (here
+// pg_replication_slot_advance; a second consumer of the slot or a slot
+// dropped and created again by hand look the same). The server then resumes
+// after the new position, and the rows written in between never arrive:
+// every watcher must get a 410 rather than silently miss them.
+TEST_F(SlotLostTest, AdvancedByAnotherWhileWalwatchPausedGives410) {
+  StartCluster();
+  int metrics_port = FreeTcpPort();
+  auto o = Options();
+  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto watchers =
+      StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+
+  // Paused as in the tests above: the terminated walsender must be able to
+  // send its last message.
+  writer_->Pause();
+  ASSERT_EQ(kill(ww->pid(), SIGSTOP), 0);
+  auto deadline = In(seconds(20));
+  while (WalsenderPid(kSlot) != 0 && Clock::now() < deadline) {
+    db().Query("SELECT pg_terminate_backend(active_pid) FROM "
+               "pg_replication_slots WHERE slot_name = $1 AND active_pid IS "
+               "NOT NULL",
+               {kSlot});
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const bool inactive = WalsenderPid(kSlot) == 0;
+  writer_->Resume();
+  bool wrote = inactive && MoreWrites(kWritesPerPhase / 2);  // skipped below
+  std::string advanced;
+  if (wrote) {
+    advanced = *db().Query("SELECT end_lsn::text FROM pg_replication_slot_advance("
+                           "$1, pg_current_wal_lsn())",
+                           {kSlot})[0][0];
+  }
+  ASSERT_EQ(kill(ww->pid(), SIGCONT), 0);
+  ASSERT_TRUE(inactive) << "the walsender did not go away";
+  ASSERT_TRUE(wrote);
+  ExpectAllExpired(watchers);
+  EXPECT_EQ(LogLines(*ww, "the replication slot moved past what walwatch "
+                          "confirmed; every watcher must relist")
+                .size(),
+            1u)
+      << "advanced to " << advanced;
+  EXPECT_GE(Metric(metrics_port, "walwatch_barriers_total").value_or(0), 1.0);
+  if (HasFailure()) return;  // no 410: relisting would only time out
+  RelistAndCheckExact(*ww);
+}
+
 TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   StartCluster(SmallWalOptions());
   int metrics_port = FreeTcpPort();
