@@ -94,6 +94,12 @@ struct ReplicationStream::Impl {
   PgConn repl;
   EventLog* log = nullptr;
   uint64_t last_received = 0;
+  // The highest flush position sent. The window's limit in WAL moves with
+  // last_received, which starts again from 0 on each connection, so
+  // FlushPosition() may fall back; the position sent never does (older
+  // PostgreSQL 15 minors let a slot's confirmed_flush retreat below its
+  // restart_lsn, and what lies between would then never be re-sent).
+  uint64_t flush_sent = 0;
   // The slot's confirmed_flush_lsn, read on the replication connection just
   // before START_REPLICATION (0 if it could not be read).
   uint64_t slot_confirmed_flush = 0;
@@ -282,7 +288,7 @@ uint64_t ReplicationStream::Impl::FlushPosition() const {
 
 bool ReplicationStream::Impl::SendStatus(bool reply_requested,
                                          std::string* error) {
-  uint64_t flush = FlushPosition();
+  uint64_t flush = std::max(FlushPosition(), flush_sent);
   char msg[34];
   msg[0] = 'r';
   WriteBe64(msg + 1, std::max(last_received, flush));  // write
@@ -295,6 +301,7 @@ bool ReplicationStream::Impl::SendStatus(bool reply_requested,
     *error = "cannot send a standby status update: " + PgError(repl.get());
     return false;
   }
+  flush_sent = flush;
   stats->confirmed_lsn = flush;
   next_status = Clock::now() + opt.status_interval;
   return true;
