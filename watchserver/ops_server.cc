@@ -68,6 +68,12 @@ class OpsSession : public std::enable_shared_from_this<OpsSession> {
       res->body() = "not found\n";
     }
     res->prepare_payload();
+    if (request_.method() == http::verb::head) {
+      // The header says how long the body would be; a HEAD answer has none.
+      const size_t length = res->body().size();
+      res->body().clear();
+      res->content_length(length);
+    }
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec,
                                                        size_t) {

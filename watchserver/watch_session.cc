@@ -215,6 +215,7 @@ void WatchSession::Close() {
 void WatchSession::DoReadRequest() {
   if (shutdown_requested_) return Close();
   phase_ = Phase::kReadingRequest;
+  request_ = {};  // an error answer must not take the last request's method
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(
       std::min<size_t>(context_->options.max_header_bytes, UINT32_MAX)));
@@ -299,6 +300,12 @@ void WatchSession::SendStatus(const K8sStatus& status, bool keep_alive,
   response_.emplace();
   response_->result(static_cast<unsigned>(status.code));
   if (*allow != '\0') response_->set(http::field::allow, allow);
+  // As kube-apiserver does: client-go retries a 429 or 5xx only when this
+  // header says when.
+  if (status.details && status.details->retry_after_seconds > 0) {
+    response_->set(http::field::retry_after,
+                   std::to_string(status.details->retry_after_seconds));
+  }
   response_->set(http::field::content_type, "application/json");
   response_->body() = StatusJson(status);
   SendResponse(keep_alive);
@@ -328,6 +335,12 @@ void WatchSession::SendResponse(bool keep_alive) {
   response_->version(11);
   response_->keep_alive(keep_alive_);
   response_->prepare_payload();
+  if (request_.method() == http::verb::head) {
+    // The header says how long the body would be; a HEAD answer has none.
+    const size_t length = response_->body().size();
+    response_->body().clear();
+    response_->content_length(length);
+  }
   BeginWrite();
   http::async_write(socket_, *response_, Bind(&WatchSession::OnWriteResponse));
 }

@@ -815,6 +815,10 @@ TEST_F(HttpServerTest, FutureResourceVersionTimesOutWith504) {
   EXPECT_TRUE(IsStatus(*client, 504, "Timeout",
                        "Timeout: Too large resource version: 500, current: "
                        "100"));
+  // client-go retries a 5xx only when Retry-After says when.
+  EXPECT_EQ(client->header(http::field::retry_after),
+            std::to_string(client->BodyJson()["details"]["retryAfterSeconds"]
+                               .get<int>()));
 }
 
 TEST_F(HttpServerTest, FutureResourceVersionIsServedOnceReached) {
@@ -881,6 +885,24 @@ TEST_F(HttpServerTest, BadPathsAndValuesGetStatusBodies) {
   EXPECT_EQ(client->status(), 405u);
   EXPECT_EQ(client->header(http::field::allow), "GET");
   EXPECT_EQ(client->BodyJson()["reason"], "MethodNotAllowed");
+}
+
+TEST_F(HttpServerTest, HeadIsAnsweredWithoutABodyAndTheConnectionGoesOn) {
+  StartServer();
+  auto client = Connect();
+  client->SendRaw(
+      "HEAD /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::optional<std::string> raw = client->ReadAllRaw();
+  ASSERT_TRUE(raw.has_value());
+  // The 405's header, with the length its body would have, and then at once
+  // the next response.
+  const size_t end = raw->find("\r\n\r\n");
+  ASSERT_NE(end, std::string::npos) << *raw;
+  EXPECT_EQ(raw->rfind("HTTP/1.1 405 ", 0), 0u) << *raw;
+  EXPECT_NE(raw->find("Content-Length: "), std::string::npos) << *raw;
+  EXPECT_EQ(raw->find("Content-Length: 0\r\n"), std::string::npos) << *raw;
+  EXPECT_EQ(raw->compare(end + 4, 15, "HTTP/1.1 200 OK"), 0) << *raw;
 }
 
 TEST_F(HttpServerTest, WatchOverHttp10IsRefused) {
