@@ -232,6 +232,13 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
       snapshot.xmin < classifiable_from_xid_) {
     return {HandoffStatus::kExpired, 0};
   }
+  // A snapshot older than the floor. After an eviction the xid test above
+  // has refused it already (what was evicted after insert_lsn is unseen, so
+  // its xid is >= xmin); but a barrier without xids (a slot lost or moved)
+  // skipped transactions nobody can classify.
+  if (insert_lsn > 0 && insert_lsn - 1 < floor_rv_) {
+    return {HandoffStatus::kExpired, 0};
+  }
   // Transactions committed at or after insert_lsn began their commit after
   // the snapshot was taken: none is visible. Before it, visible ones must
   // all come before invisible ones in commit order.

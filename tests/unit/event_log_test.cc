@@ -505,6 +505,31 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
   EXPECT_EQ(log.GetStats().evicted_transactions, 3u);
 }
 
+// A barrier without xids (the slot lost or moved by someone else) skipped
+// transactions whose xids nobody knows: a snapshot taken before it cannot be
+// handed off, whatever its xmin says.
+TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
+  EventLog log(kBig, 10);
+  Event::Strings strings;
+  MutableEventPtr e = Event::Make(strings, "{}\n");
+  e->last_in_txn = true;
+  e->rv = e->commit_lsn = 20;
+  e->xid = 100;
+  ASSERT_EQ(log.AppendTransaction(20, {std::move(e)}),
+            EventLog::AppendResult::kAppended);
+  EventLog::Snapshot before;  // xid 101 was open; it committed in the gap
+  ASSERT_TRUE(EventLog::ParseSnapshot("101:102:101", &before));
+  log.AppendBarrier(60);
+  EXPECT_EQ(log.Handoff(before, 50).status, EventLog::HandoffStatus::kExpired);
+  // A snapshot taken after the barrier is handed off.
+  log.AdvanceCurrentRv(69);
+  EventLog::Snapshot after;
+  ASSERT_TRUE(EventLog::ParseSnapshot("102:102:", &after));
+  EventLog::HandoffResult r = log.Handoff(after, 70);
+  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
+  EXPECT_EQ(r.rv, 69u);
+}
+
 TEST(EventLog, WaitersOfEndedWatchesAreDropped) {
   EventLog log(kBig, 10);
   const std::string idle = EventLog::ResourceKey("g", "v1", "idle");
