@@ -264,6 +264,11 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
       events_.begin(), events_.end(),
       [rv](const EventPtr& e) { return e->commit_lsn <= rv; });
   if (later != events_.end()) rv = std::min(rv, (*later)->rv);
+  // No commit lies between current_rv_ and insert_lsn either (the
+  // precondition): a watch from current_rv_ starts at once, where one from
+  // insert_lsn - 1 would wait for the stream to move (which an idle
+  // database may not do), and its events' RVs would go below its start.
+  rv = std::min(rv, current_rv_);
   // The list saw everything up to floor_rv_ (older snapshots were refused
   // above), so the handoff is never below it.
   return {HandoffStatus::kExact, std::max(rv, floor_rv_)};

@@ -176,8 +176,10 @@ class EventLog {
   };
   // The position from which a watch continues a list read in `snapshot`,
   // taken before `insert_lsn` (pg_current_wal_insert_lsn() after the
-  // snapshot). Precondition: current_rv() >= insert_lsn - 1, i.e. the stream
-  // has passed insert_lsn. See DESIGN.md "exact or retry".
+  // snapshot). Precondition: no commit record starts between current_rv()
+  // and insert_lsn, i.e. the stream has passed the last record boundary
+  // before insert_lsn (StateService waits for that). The result is never
+  // above current_rv(). See DESIGN.md "exact or retry".
   HandoffResult Handoff(const Snapshot& snapshot, uint64_t insert_lsn) const;
 
   uint64_t first_seq() const;

@@ -530,6 +530,27 @@ TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
   EXPECT_EQ(r.rv, 69u);
 }
 
+// insert_lsn may lie past the stream's position when no commit record lies
+// between them (the last WAL record ends at a page boundary, and the
+// database is idle): the handoff is the stream's position, which a watch
+// can start from at once.
+TEST(EventLog, HandoffIsNeverAboveTheCurrentRv) {
+  EventLog log(kBig, 10);
+  Event::Strings strings;
+  MutableEventPtr e = Event::Make(strings, "{}\n");
+  e->last_in_txn = true;
+  e->rv = e->commit_lsn = 20;
+  e->xid = 100;
+  ASSERT_EQ(log.AppendTransaction(20, {std::move(e)}),
+            EventLog::AppendResult::kAppended);
+  EventLog::Snapshot snapshot;
+  ASSERT_TRUE(EventLog::ParseSnapshot("101:101:", &snapshot));
+  EventLog::HandoffResult r = log.Handoff(snapshot, 44);
+  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
+  EXPECT_EQ(r.rv, 20u);
+  EXPECT_LE(r.rv, log.current_rv());
+}
+
 TEST(EventLog, WaitersOfEndedWatchesAreDropped) {
   EventLog log(kBig, 10);
   const std::string idle = EventLog::ResourceKey("g", "v1", "idle");
