@@ -168,6 +168,17 @@ void StateService::Worker::NudgeFlush() {
       nudge_conn_.reset();
       return;
     }
+    // The nudge needs its commit flushed here, not on a synchronous
+    // standby: with synchronous_standby_names set and the standby slow or
+    // gone, waiting for it would hold this worker indefinitely.
+    std::string err;
+    if (!PgQuery(nudge_conn_.get(),
+                 "SELECT set_config('synchronous_commit', 'local', false), "
+                 "set_config('statement_timeout', '10s', false)",
+                 {}, &err, stop_)) {
+      nudge_conn_.reset();
+      return;
+    }
   }
   std::string err;
   if (!PgQuery(nudge_conn_.get(), "SELECT pg_current_xact_id()", {}, &err,
