@@ -230,6 +230,17 @@ void StateService::Worker::ReadState(const StateQuery& q,
       stream->Fail({500, "InternalError", "cannot begin a snapshot: " + err});
       return;
     }
+    // Locked before the snapshot is taken (LOCK takes none): an ALTER TABLE
+    // that rewrites the table is not MVCC-safe, and committed between the
+    // snapshot and the DECLARE below it would leave this snapshot an empty
+    // table, with nothing in the stream to say so.
+    if (!Query("LOCK TABLE " + QuoteIdent(options_.mapping.schema) + "." +
+                   QuoteIdent(options_.mapping.table) + " IN ACCESS SHARE MODE",
+               {}, &err)) {
+      Rollback();
+      stream->Fail({500, "InternalError", "cannot lock the table: " + err});
+      return;
+    }
     PgResult r = Query(
         "SELECT pg_current_snapshot()::text, "
         "pg_current_wal_insert_lsn()::text",
