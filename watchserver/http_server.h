@@ -40,8 +40,12 @@ struct HttpServerOptions {
   std::chrono::milliseconds too_large_rv_wait{3000};
   // Most bytes of events gathered into one socket write.
   size_t max_write_bytes = 256 * 1024;
-  // Bound on the request header size; larger requests get 431.
-  size_t max_header_bytes = 16 * 1024;
+  // Bound on the request line and header fields together; larger requests
+  // get 431. 1 MiB, as kube-apiserver (Go's http.DefaultMaxHeaderBytes):
+  // a long set-based label selector it serves must not fail here. The
+  // buffer grows only as far as a request needs, and gives back what a
+  // large one took (WatchSession::OnReadRequest).
+  size_t max_header_bytes = size_t{1} << 20;
   // A watcher whose unsent bytes (events from its cursor to the log's tail)
   // pass this ends with 410 Expired: a slow watcher never holds events
   // hostage and never skips any silently.

@@ -231,6 +231,8 @@ void WatchSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
   if (ec) return OnRequestError(ec);
   request_ = parser_->release();
   parser_.reset();
+  // A long request made the buffer large; a watch holds it for its life.
+  if (buffer_.capacity() > 16 * 1024) buffer_.shrink_to_fit();
   keep_alive_ = request_.keep_alive();
   HandleRequest();
 }

@@ -930,7 +930,7 @@ TEST_F(HttpServerTest, MalformedHttpGets400AndTheServerSurvives) {
   }
   auto big = Connect();
   big->SendRaw("GET /healthz HTTP/1.1\r\nX-Big: " +
-               std::string(64 * 1024, 'x') + "\r\n\r\n");
+               std::string((1 << 20) + 1, 'x') + "\r\n\r\n");
   ASSERT_TRUE(big->ReadResponse());
   EXPECT_EQ(big->status(), 431u);
 
