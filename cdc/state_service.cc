@@ -270,6 +270,19 @@ void StateService::Worker::ReadState(const StateQuery& q,
                     "retry"});
       return;
     }
+    if (h.status == EventLog::HandoffStatus::kExact &&
+        h.rv < q.not_older_than) {
+      // A transaction at or below N that the stream has passed but the
+      // snapshot does not see yet: its backend has not left the ProcArray
+      // (for microseconds, or while its commit waits for a synchronous
+      // standby). A new snapshot will see it.
+      Rollback();
+      if (attempt < options_.max_retries) continue;
+      stream->Fail({504, "Timeout",
+                    "no snapshot sees every transaction up to resourceVersion " +
+                        std::to_string(q.not_older_than) + " yet; retry"});
+      return;
+    }
     if (h.status == EventLog::HandoffStatus::kExpired) {
       Rollback();
       stream->Fail({410, "Expired",

@@ -35,6 +35,9 @@ struct StateQuery {
   std::string group, version, resource;
   std::string cluster;    // empty: all clusters
   std::string ns;         // empty: all namespaces
+  // The state's RV must be at least this (WatchList's resourceVersion with
+  // resourceVersionMatch=NotOlderThan); 0: any.
+  uint64_t not_older_than = 0;
 };
 
 // InitialStateStream carries one state read from the worker that reads it to

@@ -241,7 +241,8 @@ void WatchSession::StartInitialState() {
   state_stream_ = std::make_shared<InitialStateStream>(
       context_->options.max_initial_state_queue_bytes);
   state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
-                              watch_.cluster, watch_.ns},
+                              watch_.cluster, watch_.ns,
+                              watch_.resource_version.value_or(0)},
                    state_stream_);
   // Notice a client that gives up while the state is read.
   DoReadForDisconnect();

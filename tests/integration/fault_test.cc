@@ -1003,6 +1003,70 @@ TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   RelistAndCheckExact(*ww);
 }
 
+// WatchList with resourceVersion=N promises a state at least as new as N.
+// A transaction whose commit record the stream has passed, while its backend
+// still waits for a synchronous standby, is invisible to every new snapshot:
+// no state that new can be read yet, and walwatch must say so (504) rather
+// than answer an older one.
+TEST_F(FaultTest, WatchListNotOlderThanAnRvNoSnapshotSeesYetIs504) {
+  FaultCluster::Options c;
+  c.settings = {"synchronous_standby_names = 'nobody'",
+                "synchronous_commit = local"};
+  StartCluster(c);
+  auto* ww = Launch(Options());
+  ASSERT_NE(ww, nullptr);
+  WatchClient live;
+  ASSERT_TRUE(live.Open(ww->socket_path(), WatchTarget("/api/v1/pods", Marker()),
+                        In(seconds(10))));
+  // A pod whose commit waits for a standby that never answers.
+  PgConnection waiting(Conninfo());
+  waiting.Exec("SET synchronous_commit = on");
+  const std::string pid = *waiting.Query("SELECT pg_backend_pid()")[0][0];
+  std::thread insert([&] {
+    try {
+      waiting.Exec(
+          "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+          "namespace, name, uid, resource_version, object, created_at, "
+          "synced_at) VALUES ('', 'v1', 'pods', 'Pod', 'c1', 'default', "
+          "'waiting', 'uid-waiting', '1', '{\"apiVersion\":\"v1\",\"kind\":"
+          "\"Pod\",\"metadata\":{\"name\":\"waiting\",\"namespace\":"
+          "\"default\",\"uid\":\"uid-waiting\",\"resourceVersion\":\"1\"}}', "
+          "now(), now())");
+    } catch (const std::exception&) {
+      // Cancelled below; the row is committed all the same.
+    }
+  });
+  struct Release {
+    ~Release() {
+      try {
+        db->Query("SELECT pg_cancel_backend($1)", {pid});
+      } catch (const std::exception&) {
+      }
+      thread->join();
+    }
+    PgConnection* db;
+    std::string pid;
+    std::thread* thread;
+  } release{&db(), pid, &insert};
+  // The stream passes it.
+  WatchEvent added;
+  ASSERT_TRUE(live.NextEvent(&added, In(seconds(20))));
+  ASSERT_EQ(added.name(), "waiting") << added.raw;
+  const uint64_t n = added.rv();
+  WatchClient list;
+  ASSERT_TRUE(list.Open(ww->socket_path(),
+                        "/api/v1/pods?watch=1&sendInitialEvents=true&"
+                        "resourceVersionMatch=NotOlderThan&"
+                        "allowWatchBookmarks=true&resourceVersion=" +
+                            std::to_string(n),
+                        In(seconds(60))));
+  EXPECT_EQ(list.status(), 504) << list.body();
+  EXPECT_NE(list.body().find("no snapshot sees every transaction up to "
+                             "resourceVersion " + std::to_string(n)),
+            std::string::npos)
+      << list.body();
+}
+
 // --- 7: TRUNCATE ---------------------------------------------------------------
 
 TEST_F(FaultTest, TruncateGives410ToEveryWatcher) {
