@@ -35,16 +35,17 @@ class StateService::Worker {
 
   void ReadState(const StateQuery& q, InitialStateStream* stream);
   void HandoffRv(const std::string& snapshot_text, uint64_t insert_lsn,
-                 const RvCallback& done);
-  void FreshRv(const RvCallback& done);
+                 const RvCallback& done, const Wanted& wanted);
+  void FreshRv(const RvCallback& done, const Wanted& wanted);
 
  private:
   bool Connect(std::string* error);
   PgResult Query(const std::string& sql, const std::vector<std::string>& params,
                  std::string* error);
   bool ReadInsertLsn(uint64_t* lsn, std::string* error);
-  // Waits until the stream has passed every record begun before insert_lsn.
-  bool WaitPassed(uint64_t insert_lsn);
+  // Waits until the stream has passed every record begun before insert_lsn;
+  // false on timeout, on stop, or once `wanted` says nobody waits any more.
+  bool WaitPassed(uint64_t insert_lsn, const Wanted& wanted);
   // Commits a tiny transaction with an xid on a second connection: its
   // commit flushes the WAL before it, which an idle open transaction may
   // have left unflushed, and the walsender decodes only flushed WAL.
@@ -112,7 +113,8 @@ bool StateService::Worker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
   return true;
 }
 
-bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
+bool StateService::Worker::WaitPassed(uint64_t insert_lsn,
+                                      const Wanted& wanted) {
   uint64_t target =
       RecordBoundaryBefore(insert_lsn, wal_block_size_, wal_segment_size_);
   if (target == 0) return true;
@@ -132,7 +134,7 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn) {
   auto next_nudge = start + std::chrono::milliseconds(200);
   std::unique_lock<std::mutex> lock(signal->mu);
   while (!signal->done) {
-    if (stop_->raised()) {
+    if (stop_->raised() || !wanted()) {
       lock.unlock();
       log_->CancelWaitForRv(id);
       return false;
@@ -254,8 +256,9 @@ void StateService::Worker::ReadState(const StateQuery& q,
       stream->Fail({500, "InternalError", "cannot read the snapshot: " + err});
       return;
     }
-    if (!WaitPassed(*insert_lsn)) {
+    if (!WaitPassed(*insert_lsn, [stream] { return !stream->cancelled(); })) {
       Rollback();
+      if (stream->cancelled()) return;  // the watcher went away
       stream->Fail({504, "Timeout",
                     "walwatch has not caught up with the database (insert "
                     "LSN " + FormatLsn(*insert_lsn) + ") in time; retry"});
@@ -354,7 +357,8 @@ void StateService::Worker::ReadState(const StateQuery& q,
 
 void StateService::Worker::HandoffRv(const std::string& snapshot_text,
                                      uint64_t insert_lsn,
-                                     const RvCallback& done) {
+                                     const RvCallback& done,
+                                     const Wanted& wanted) {
   EventLog::Snapshot snapshot;
   if (!EventLog::ParseSnapshot(snapshot_text, &snapshot)) {
     StateError e{400, "BadRequest",
@@ -371,7 +375,8 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
       return;
     }
   }
-  if (!WaitPassed(insert_lsn)) {
+  if (!WaitPassed(insert_lsn, wanted)) {
+    if (!wanted()) return;  // the session gave up on it
     StateError e{504, "Timeout",
                  "walwatch has not caught up with LSN " +
                      FormatLsn(insert_lsn) + " in time; retry"};
@@ -400,7 +405,8 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
   }
 }
 
-void StateService::Worker::FreshRv(const RvCallback& done) {
+void StateService::Worker::FreshRv(const RvCallback& done,
+                                   const Wanted& wanted) {
   std::string err;
   uint64_t lsn = 0;
   if (!Connect(&err) || !ReadInsertLsn(&lsn, &err)) {
@@ -408,7 +414,8 @@ void StateService::Worker::FreshRv(const RvCallback& done) {
     done(0, &e);
     return;
   }
-  if (!WaitPassed(lsn)) {
+  if (!WaitPassed(lsn, wanted)) {
+    if (!wanted()) return;  // the session gave up on it
     StateError e{504, "Timeout",
                  "walwatch has not caught up with LSN " + FormatLsn(lsn) +
                      " in time; retry"};
@@ -467,15 +474,20 @@ void StateService::ReadState(const StateQuery& query,
   Post([query, stream](Worker& w) { w.ReadState(query, stream.get()); });
 }
 
+// A request whose session gave up while it was queued (walwatch lagging,
+// clients timing out and asking again) is skipped, so that it does not hold
+// a worker that a live one needs.
 void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                             RvCallback done) {
-  Post([snapshot, insert_lsn, done](Worker& w) {
-    w.HandoffRv(snapshot, insert_lsn, done);
+                             RvCallback done, Wanted wanted) {
+  Post([snapshot, insert_lsn, done, wanted](Worker& w) {
+    if (wanted()) w.HandoffRv(snapshot, insert_lsn, done, wanted);
   });
 }
 
-void StateService::FreshRv(RvCallback done) {
-  Post([done](Worker& w) { w.FreshRv(done); });
+void StateService::FreshRv(RvCallback done, Wanted wanted) {
+  Post([done, wanted](Worker& w) {
+    if (wanted()) w.FreshRv(done, wanted);
+  });
 }
 
 }  // namespace walwatch

@@ -55,8 +55,8 @@ class StateService : public StateSource {
   void ReadState(const StateQuery& query,
                  std::shared_ptr<InitialStateStream> stream) override;
   void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                 RvCallback done) override;
-  void FreshRv(RvCallback done) override;
+                 RvCallback done, Wanted wanted) override;
+  void FreshRv(RvCallback done, Wanted wanted) override;
 
  private:
   class Worker;

@@ -104,18 +104,23 @@ class StateSource {
                          std::shared_ptr<InitialStateStream> stream) = 0;
 
   using RvCallback = std::function<void(uint64_t rv, const StateError* err)>;
+  // Whether the answer is still wanted; false once the session gave up on
+  // it or ended. A source checks it before and while it works, and drops a
+  // request nobody waits for (without calling `done`). Any thread.
+  using Wanted = std::function<bool()>;
 
   // The RV from which a watch continues a list read in `snapshot`
   // (pg_current_snapshot()'s text). `insert_lsn` is
   // pg_current_wal_insert_lsn() read in the list's transaction after the
   // snapshot, or 0 to have walwatch read a later one itself. `done` is
-  // called once, from another thread.
+  // called at most once (not when `wanted` turned false), from another
+  // thread.
   virtual void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                         RvCallback done) = 0;
+                         RvCallback done, Wanted wanted) = 0;
 
   // An RV at least as new as the database at the time of the call: waits
   // until the stream has passed pg_current_wal_insert_lsn().
-  virtual void FreshRv(RvCallback done) = 0;
+  virtual void FreshRv(RvCallback done, Wanted wanted) = 0;
 };
 
 }  // namespace walwatch

@@ -120,6 +120,14 @@ void WatchSession::ArmWriteTimer(Clock::duration after) {
   write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
 }
 
+void WatchSession::AbandonStateRequest() {
+  ++answer_token_;
+  if (state_request_wanted_) {
+    state_request_wanted_->store(false);
+    state_request_wanted_.reset();
+  }
+}
+
 void WatchSession::OnWriteStalled(ErrorCode ec) {
   if (ec == net::error::operation_aborted || !write_in_flight_) return;
   // An expiry queued before its write completed: cancel() came too late
@@ -181,7 +189,7 @@ void WatchSession::OnDeadline(ErrorCode ec) {
 void WatchSession::Close() {
   if (phase_ == Phase::kClosed) return;
   phase_ = Phase::kClosed;
-  ++answer_token_;
+  AbandonStateRequest();
   if (state_stream_) {
     state_stream_->Cancel();
     state_stream_.reset();
@@ -378,7 +386,10 @@ void WatchSession::AskStateSource(Awaiting what,
   }
   phase_ = Phase::kWaitingForState;
   awaiting_ = what;
-  const uint64_t token = ++answer_token_;
+  AbandonStateRequest();
+  const uint64_t token = answer_token_;
+  auto wanted = std::make_shared<std::atomic<bool>>(true);
+  state_request_wanted_ = wanted;
   ArmDeadline(kStateAnswerTimeout);
   std::weak_ptr<WatchSession> weak = weak_from_this();
   // Runs on a worker thread: only hand over to the strand. A session that
@@ -397,17 +408,19 @@ void WatchSession::AskStateSource(Awaiting what,
       });
     });
   };
+  StateSource::Wanted still_wanted = [wanted] { return wanted->load(); };
   if (what == Awaiting::kHandoffRv) {
-    state->HandoffRv(handoff->snapshot, handoff->insert_lsn, std::move(done));
+    state->HandoffRv(handoff->snapshot, handoff->insert_lsn, std::move(done),
+                     std::move(still_wanted));
   } else {
-    state->FreshRv(std::move(done));
+    state->FreshRv(std::move(done), std::move(still_wanted));
   }
 }
 
 void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
                                  std::optional<StateError> error) {
   if (phase_ != Phase::kWaitingForState || token != answer_token_) return;
-  ++answer_token_;
+  AbandonStateRequest();
   deadline_.cancel();
   Awaiting what = awaiting_;
   awaiting_ = Awaiting::kNothing;
@@ -421,7 +434,7 @@ void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
 }
 
 void WatchSession::GiveUpWaitingForState(const K8sStatus& status) {
-  ++answer_token_;
+  AbandonStateRequest();
   awaiting_ = Awaiting::kNothing;
   deadline_.cancel();
   if (rv_wait_id_ != 0) {

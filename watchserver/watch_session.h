@@ -26,6 +26,7 @@
 #define WALWATCH_WATCHSERVER_WATCH_SESSION_H_
 
 #include <array>
+#include <atomic>
 #include <boost/asio/basic_stream_socket.hpp>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/buffer.hpp>
@@ -244,6 +245,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void EndWrite();
   void ArmWriteTimer(Clock::duration after);
   void OnWriteStalled(ErrorCode ec);
+  // The answer to the StateSource request in flight (if any) stops
+  // mattering: bumps answer_token_ and tells the source.
+  void AbandonStateRequest();
 
   void ArmDeadline(Clock::duration after);
   void ArmDeadlineAt(Clock::time_point at);
@@ -282,6 +286,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Waiting for the StateSource.
   Awaiting awaiting_ = Awaiting::kNothing;
   uint64_t answer_token_ = 0;  // bumped whenever an answer stops mattering
+  // The StateSource request in flight reads this (Wanted); cleared with
+  // each bump of answer_token_ by AbandonStateRequest.
+  std::shared_ptr<std::atomic<bool>> state_request_wanted_;
   uint64_t rv_wait_id_ = 0;    // EventLog::WaitForRv id, 0 if none
 
   // Watch state.

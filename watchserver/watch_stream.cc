@@ -236,7 +236,7 @@ void WatchSession::StartInitialState() {
   }
   phase_ = Phase::kWaitingForState;
   awaiting_ = Awaiting::kInitialState;
-  ++answer_token_;
+  AbandonStateRequest();
   ArmDeadline(kStateAnswerTimeout);
   state_stream_ = std::make_shared<InitialStateStream>(
       context_->options.max_initial_state_queue_bytes);
@@ -287,7 +287,7 @@ void WatchSession::PollStateBeforeReady() {
   }
   if (!t.ready) return;  // the wake is armed
   deadline_.cancel();
-  ++answer_token_;
+  AbandonStateRequest();
   initial_ = true;
   initial_rv_ = t.rv;
   initial_done_ = t.finished;

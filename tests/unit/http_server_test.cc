@@ -180,7 +180,8 @@ Parsed ParseLine(const std::string& line) {
 // A StateSource the test drives. ReadState either answers by itself (an
 // empty state at the log's current RV, like a table with no such rows) or
 // hands the stream to the test (manual). HandoffRv and FreshRv answer with
-// `answer` from a thread of their own, as a worker would.
+// `answer` from a thread of their own, as a worker would, or (held) keep
+// the request unanswered for the test to look at.
 class FakeStateSource : public StateSource {
  public:
   explicit FakeStateSource(EventLog* log) : log_(log) {}
@@ -198,6 +199,17 @@ class FakeStateSource : public StateSource {
   void set_answer(Answer answer) {
     std::lock_guard<std::mutex> lock(mu_);
     answer_ = std::move(answer);
+  }
+  void set_hold(bool hold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+  }
+  // Held requests: whether each is still wanted.
+  std::vector<bool> held_wanted() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<bool> out;
+    for (const Wanted& w : held_) out.push_back(w());
+    return out;
   }
 
   void ReadState(const StateQuery& query,
@@ -218,16 +230,16 @@ class FakeStateSource : public StateSource {
   }
 
   void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                 RvCallback done) override {
+                 RvCallback done, Wanted wanted) override {
     std::lock_guard<std::mutex> lock(mu_);
     handoffs_.push_back({snapshot, insert_lsn});
-    Reply(std::move(done));
+    Reply(std::move(done), std::move(wanted));
   }
 
-  void FreshRv(RvCallback done) override {
+  void FreshRv(RvCallback done, Wanted wanted) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++fresh_rvs_;
-    Reply(std::move(done));
+    Reply(std::move(done), std::move(wanted));
   }
 
   // Manual mode: the next stream a watch asked for.
@@ -268,7 +280,11 @@ class FakeStateSource : public StateSource {
   }
 
  private:
-  void Reply(RvCallback done) {  // mu_ held
+  void Reply(RvCallback done, Wanted wanted) {  // mu_ held
+    if (hold_) {
+      held_.push_back(std::move(wanted));
+      return;
+    }
     Answer answer = answer_;
     threads_.emplace_back([done = std::move(done), answer] {
       done(answer.rv, answer.error ? &*answer.error : nullptr);
@@ -279,6 +295,8 @@ class FakeStateSource : public StateSource {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool manual_ = false;
+  bool hold_ = false;
+  std::vector<Wanted> held_;
   Answer answer_;
   int read_states_ = 0;
   int fresh_rvs_ = 0;
@@ -1629,6 +1647,26 @@ TEST_F(HttpServerTest, HandoffAndFreshRvAnswerTheResourceVersion) {
   ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/freshrv", 200));
   EXPECT_EQ(client->BodyJson()["resourceVersion"], "5000");
   EXPECT_EQ(state_.fresh_rvs(), 1);
+}
+
+// A worker must not spend itself on an answer nobody waits for any more:
+// once a session gives up waiting (its 60 s deadline, or here shutdown,
+// which take the same path), the request says so.
+TEST_F(HttpServerTest, AStateRequestIsNoLongerWantedOnceTheSessionGivesUp) {
+  state_.set_hold(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/walwatch/v1/freshrv");
+  auto other = Connect();
+  other->Get("/walwatch/v1/handoff?snapshot=1:2:");
+  ASSERT_TRUE(WaitFor([&] { return state_.held_wanted().size() == 2; }));
+  EXPECT_EQ(state_.held_wanted(), (std::vector<bool>{true, true}));
+  server_->Stop();
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 503u);
+  ASSERT_TRUE(other->ReadResponse());
+  EXPECT_EQ(other->status(), 503u);
+  EXPECT_EQ(state_.held_wanted(), (std::vector<bool>{false, false}));
 }
 
 TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
