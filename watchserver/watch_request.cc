@@ -102,9 +102,10 @@ bool MatchWatchPath(const std::vector<std::string>& s, WatchRequest* w) {
   return false;
 }
 
-// "1"/"true" and "0"/"false" (case-insensitive words). Anything else is
-// invalid, so a typo does not silently turn a watch into something else.
-bool ParseBool(std::string_view text, bool* value) {
+// A boolean query parameter that is present, read as apimachinery reads
+// it (Convert_Slice_string_To_bool): "0" and "false" (any case) are false,
+// anything else, the empty value of "?watch" included, is true.
+bool QueryBool(std::string_view text) {
   auto equals_folded = [](std::string_view a, std::string_view lower) {
     if (a.size() != lower.size()) return false;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -114,15 +115,7 @@ bool ParseBool(std::string_view text, bool* value) {
     }
     return true;
   };
-  if (text == "1" || equals_folded(text, "true")) {
-    *value = true;
-    return true;
-  }
-  if (text == "0" || equals_folded(text, "false")) {
-    *value = false;
-    return true;
-  }
-  return false;
+  return !(text == "0" || equals_folded(text, "false"));
 }
 
 // Decimal digits only: no sign, no spaces, no overflow.
@@ -182,10 +175,7 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
                       std::string(name) + ": " + std::string(want));
   };
 
-  if (const std::string* v = first("watch")) {
-    if (!ParseBool(*v, watch))
-      return invalid("watch", *v, "want true or false");
-  }
+  if (const std::string* v = first("watch")) *watch = QueryBool(*v);
   if (const std::string* v = first("resourceVersion"); v && !v->empty()) {
     // Canonical form only (no leading zeros), so that one RV has one
     // spelling (schema/PROTOCOL.md).
@@ -206,17 +196,11 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
     }
     w->timeout_seconds = static_cast<int64_t>(seconds);
   }
-  if (const std::string* v = first("allowWatchBookmarks"); v && !v->empty()) {
-    if (!ParseBool(*v, &w->allow_watch_bookmarks)) {
-      return invalid("allowWatchBookmarks", *v, "want true or false");
-    }
+  if (const std::string* v = first("allowWatchBookmarks")) {
+    w->allow_watch_bookmarks = QueryBool(*v);
   }
-  if (const std::string* v = first("sendInitialEvents"); v && !v->empty()) {
-    bool send = false;
-    if (!ParseBool(*v, &send)) {
-      return invalid("sendInitialEvents", *v, "want true or false");
-    }
-    w->send_initial_events = send;
+  if (const std::string* v = first("sendInitialEvents")) {
+    w->send_initial_events = QueryBool(*v);
   }
   if (const std::string* v = first("resourceVersionMatch")) {
     w->resource_version_match = *v;

@@ -130,12 +130,30 @@ TEST(WatchRequest, RejectsBadResourceVersions) {
   EXPECT_NE(message.find("\"-7\""), std::string::npos) << message;
 }
 
-TEST(WatchRequest, RejectsBadWatchValue) {
-  for (const char* bad : {"yes", "2", "", "tru"}) {
-    ExpectError(Get(std::string("/api/v1/pods?watch=") + bad), 400,
-                "BadRequest");
+// As apimachinery reads booleans: "0" and "false" (any case) are false,
+// anything else, an empty value included, is true.
+TEST(WatchRequest, ReadsBooleansAsApimachineryDoes) {
+  for (const char* t : {"?watch", "?watch=", "?watch=1", "?watch=TRUE",
+                        "?watch=yes", "?watch=2"}) {
+    EXPECT_FALSE(Get(std::string("/api/v1/pods") + t).error) << t;
   }
-  EXPECT_FALSE(Get("/api/v1/pods?watch=TRUE").error);
+  for (const char* f : {"?watch=0", "?watch=false", "?watch=FALSE"}) {
+    ExpectError(Get(std::string("/api/v1/pods") + f), 400, "BadRequest");
+  }
+  EXPECT_TRUE(Get("/api/v1/pods?watch&allowWatchBookmarks=")
+                  .watch.allow_watch_bookmarks);
+  EXPECT_TRUE(Get("/api/v1/pods?watch&allowWatchBookmarks=maybe")
+                  .watch.allow_watch_bookmarks);
+  EXPECT_FALSE(Get("/api/v1/pods?watch&allowWatchBookmarks=False")
+                   .watch.allow_watch_bookmarks);
+  EXPECT_EQ(Get("/api/v1/pods?watch&sendInitialEvents=0&"
+                "resourceVersionMatch=NotOlderThan")
+                .watch.send_initial_events,
+            false);
+  EXPECT_EQ(Get("/api/v1/pods?watch&sendInitialEvents&"
+                "resourceVersionMatch=NotOlderThan")
+                .watch.send_initial_events,
+            true);
 }
 
 TEST(WatchRequest, RejectsBadTimeoutSeconds) {
@@ -149,9 +167,8 @@ TEST(WatchRequest, RejectsBadTimeoutSeconds) {
             0);
 }
 
-TEST(WatchRequest, RejectsBadBooleansAndMatch) {
-  ExpectError(Get("/api/v1/pods?watch=1&allowWatchBookmarks=maybe"), 400,
-              "BadRequest");
+TEST(WatchRequest, RejectsInvalidWatchOptions) {
+  // "x" is true, and so needs resourceVersionMatch.
   ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=x"), 400,
               "BadRequest");
   ExpectError(
