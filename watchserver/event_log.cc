@@ -322,7 +322,7 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   // The lists of the keys appended to (usually one), to size `wake` exactly:
   // reserving for every keyed waiter would allocate for all watchers on
   // each commit, though most commits wake few of them.
-  std::vector<std::vector<KeyedWaiter>*> lists;
+  std::vector<std::vector<KeyedWaiter>*>& lists = wake_lists_;  // empty
   size_t count = waiters_.size();
   if (wake_all_keyed_) {
     count += keyed_waiter_count_;
@@ -349,6 +349,7 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
     for (auto& [key, keyed] : keyed_waiters_) take(keyed);
   } else {
     for (std::vector<KeyedWaiter>* keyed : lists) take(*keyed);
+    lists.clear();  // no pointer into keyed_waiters_ outlives this call
   }
   wake_all_keyed_ = false;
   appended_keys_.clear();

@@ -238,6 +238,8 @@ class EventLog {
   size_t keyed_waiter_count_ = 0;                 // GUARDED_BY(mu_)
   size_t keyed_waiters_after_drop_ = 0;           // GUARDED_BY(mu_)
   std::vector<std::string> appended_keys_;        // GUARDED_BY(mu_)
+  // TakeWaitersLocked's scratch, kept to spare an allocation per commit.
+  std::vector<std::vector<KeyedWaiter>*> wake_lists_;  // GUARDED_BY(mu_)
   bool wake_all_keyed_ = false;                   // GUARDED_BY(mu_)
   // The last seq each resource key ever had (never forgotten on eviction),
   // and one past the seq of the last barrier.

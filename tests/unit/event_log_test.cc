@@ -505,18 +505,27 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
   EXPECT_EQ(log.GetStats().evicted_transactions, 3u);
 }
 
+// A one-row transaction, xid `xid`, committed at `commit`.
+::testing::AssertionResult AppendOneRow(EventLog* log, uint64_t commit,
+                                        uint64_t xid) {
+  Event::Strings strings;
+  MutableEventPtr e = Event::Make(strings, "{}\n");
+  e->last_in_txn = true;
+  e->rv = e->commit_lsn = commit;
+  e->xid = xid;
+  if (log->AppendTransaction(commit, {std::move(e)}) !=
+      EventLog::AppendResult::kAppended) {
+    return ::testing::AssertionFailure() << "not appended at " << commit;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // A barrier without xids (the slot lost or moved by someone else) skipped
 // transactions whose xids nobody knows: a snapshot taken before it cannot be
 // handed off, whatever its xmin says.
 TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
   EventLog log(kBig, 10);
-  Event::Strings strings;
-  MutableEventPtr e = Event::Make(strings, "{}\n");
-  e->last_in_txn = true;
-  e->rv = e->commit_lsn = 20;
-  e->xid = 100;
-  ASSERT_EQ(log.AppendTransaction(20, {std::move(e)}),
-            EventLog::AppendResult::kAppended);
+  ASSERT_TRUE(AppendOneRow(&log, 20, 100));
   EventLog::Snapshot before;  // xid 101 was open; it committed in the gap
   ASSERT_TRUE(EventLog::ParseSnapshot("101:102:101", &before));
   log.AppendBarrier(60);
@@ -536,13 +545,7 @@ TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
 // can start from at once.
 TEST(EventLog, HandoffIsNeverAboveTheCurrentRv) {
   EventLog log(kBig, 10);
-  Event::Strings strings;
-  MutableEventPtr e = Event::Make(strings, "{}\n");
-  e->last_in_txn = true;
-  e->rv = e->commit_lsn = 20;
-  e->xid = 100;
-  ASSERT_EQ(log.AppendTransaction(20, {std::move(e)}),
-            EventLog::AppendResult::kAppended);
+  ASSERT_TRUE(AppendOneRow(&log, 20, 100));
   EventLog::Snapshot snapshot;
   ASSERT_TRUE(EventLog::ParseSnapshot("101:101:", &snapshot));
   EventLog::HandoffResult r = log.Handoff(snapshot, 44);
