@@ -19,12 +19,18 @@ OrderedJson StatusObject(const K8sStatus& status) {
   if (!status.reason.empty()) object["reason"] = status.reason;
   if (status.details) {
     OrderedJson details = OrderedJson::object();
+    if (!status.details->name.empty()) details["name"] = status.details->name;
+    if (!status.details->group.empty()) {
+      details["group"] = status.details->group;
+    }
+    if (!status.details->kind.empty()) details["kind"] = status.details->kind;
     if (!status.details->causes.empty()) {
       OrderedJson causes = OrderedJson::array();
       for (const StatusCause& cause : status.details->causes) {
         OrderedJson entry = OrderedJson::object();
         if (!cause.reason.empty()) entry["reason"] = cause.reason;
         if (!cause.message.empty()) entry["message"] = cause.message;
+        if (!cause.field.empty()) entry["field"] = cause.field;
         causes.push_back(std::move(entry));
       }
       details["causes"] = std::move(causes);
@@ -79,7 +85,7 @@ K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv) {
       ", current: " + std::to_string(current_rv);
   StatusDetails details;
   details.causes.push_back(
-      {"ResourceVersionTooLarge", "Too large resource version"});
+      {"ResourceVersionTooLarge", "Too large resource version", ""});
   details.retry_after_seconds = 1;
   status.details = std::move(details);
   return status;
@@ -93,6 +99,33 @@ K8sStatus BacklogStatus(uint64_t unsent_bytes, uint64_t limit_bytes) {
                    std::to_string(unsent_bytes) +
                    " bytes of events unsent (limit " +
                    std::to_string(limit_bytes) + "); relist";
+  return status;
+}
+
+K8sStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors) {
+  K8sStatus status;
+  status.code = 422;
+  status.reason = "Invalid";
+  StatusDetails details;
+  details.group = "meta.k8s.io";
+  details.kind = "ListOptions";
+  // utilerrors.aggregate's Error(): duplicates once, several in brackets.
+  std::vector<std::string> seen;
+  for (const FieldError& error : errors) {
+    details.causes.push_back({error.type, error.body, error.field});
+    std::string text = error.field + ": " + error.body;
+    bool dup = false;
+    for (const std::string& s : seen) dup = dup || s == text;
+    if (!dup) seen.push_back(std::move(text));
+  }
+  std::string aggregate;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (i > 0) aggregate += ", ";
+    aggregate += seen[i];
+  }
+  if (seen.size() > 1) aggregate = "[" + aggregate + "]";
+  status.message = "ListOptions.meta.k8s.io \"\" is invalid: " + aggregate;
+  status.details = std::move(details);
   return status;
 }
 
@@ -120,7 +153,7 @@ K8sStatus StateErrorStatus(int code, const std::string& reason,
   if (status.code == 504) {
     StatusDetails details;
     details.causes.push_back(
-        {"ResourceVersionTooLarge", "Too large resource version"});
+        {"ResourceVersionTooLarge", "Too large resource version", ""});
     details.retry_after_seconds = 1;
     status.details = std::move(details);
   }

@@ -18,13 +18,19 @@
 namespace walwatch {
 
 // metav1.StatusCause: `reason` is the cause type (JSON key "reason").
+// Empty strings are omitted, as Go's omitempty does.
 struct StatusCause {
   std::string reason;
   std::string message;
+  std::string field;  // the request field at fault, e.g. "resourceVersionMatch"
 };
 
-// metav1.StatusDetails, only the fields walwatch uses.
+// metav1.StatusDetails, only the fields walwatch uses. Empty strings are
+// omitted.
 struct StatusDetails {
+  std::string name;
+  std::string group;
+  std::string kind;
   std::vector<StatusCause> causes;
   int retry_after_seconds = 0;  // omitted when 0
 };
@@ -63,6 +69,22 @@ K8sStatus NotFoundStatus();
 // watcher fell too far behind: <unsent> bytes of events unsent (limit
 // <limit>); relist".
 K8sStatus BacklogStatus(uint64_t unsent_bytes, uint64_t limit_bytes);
+
+// One field error of an invalid request, as apimachinery's field.Error:
+// `type` is its CauseType ("FieldValueForbidden", "FieldValueNotSupported"),
+// `body` what ErrorBody() gives ("Forbidden: <detail>").
+struct FieldError {
+  std::string type;
+  std::string field;
+  std::string body;
+};
+
+// 422 Invalid for a request whose options break the apiserver's rules, as
+// errors.NewInvalid(GroupKind{"meta.k8s.io", "ListOptions"}, "", errs)
+// builds it: message `ListOptions.meta.k8s.io "" is invalid: <field>:
+// <body>` (several errors: "[a, b]"), one cause per error. `errors` must
+// not be empty.
+K8sStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors);
 
 // 503 ServiceUnavailable with `message`.
 K8sStatus ServiceUnavailableStatus(std::string message);

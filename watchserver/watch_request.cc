@@ -38,12 +38,13 @@ std::string Quoted(std::string_view value) {
 }
 
 RequestError BadRequest(std::string message) {
-  return RequestError{400, "BadRequest", std::move(message)};
+  return RequestError{400, "BadRequest", std::move(message), std::nullopt};
 }
 
 RequestError NotFound() {
   return RequestError{404, "NotFound",
-                      "the server could not find the requested resource"};
+                      "the server could not find the requested resource",
+                      std::nullopt};
 }
 
 // Decodes and checks one path segment. Returns an error message, or "" when
@@ -208,22 +209,34 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
   if (const std::string* v = first("labelSelector")) w->label_selector = *v;
   if (const std::string* v = first("fieldSelector")) w->field_selector = *v;
 
-  // The apiserver's rules for watch options (validateWatchOptions).
+  // The apiserver's rules for watch options (apimachinery's
+  // validateWatchOptions, with the WatchList feature on), in its order and
+  // with its messages, so that client-go sees the same 422 Invalid.
   const std::string& match = w->resource_version_match;
-  if (!match.empty() && match != "NotOlderThan") {
-    return invalid("resourceVersionMatch", match,
-                   "a watch supports only \"NotOlderThan\"");
+  std::vector<FieldError> errors;
+  auto forbidden = [&errors](std::string detail) {
+    errors.push_back({"FieldValueForbidden", "resourceVersionMatch",
+                      "Forbidden: " + std::move(detail)});
+  };
+  if (w->send_initial_events && match != "NotOlderThan") {
+    forbidden("sendInitialEvents requires setting resourceVersionMatch to "
+              "NotOlderThan");
   }
-  if (!match.empty() && !w->send_initial_events) {
-    return BadRequest(
-        "resourceVersionMatch is forbidden for watch unless "
-        "sendInitialEvents is provided");
+  if (!match.empty()) {
+    if (!w->send_initial_events) {
+      forbidden("resourceVersionMatch is forbidden for watch unless "
+                "sendInitialEvents is provided");
+    }
+    if (match != "NotOlderThan") {
+      errors.push_back({"FieldValueNotSupported", "resourceVersionMatch",
+                        "Unsupported value: " + Quoted(match) +
+                            ": supported values: \"NotOlderThan\""});
+    }
+    if (const std::string* v = first("continue"); v && !v->empty()) {
+      forbidden("resourceVersionMatch is forbidden when continue is provided");
+    }
   }
-  if (w->send_initial_events && match.empty()) {
-    return BadRequest(
-        "sendInitialEvents requires setting resourceVersionMatch to "
-        "NotOlderThan");
-  }
+  if (!errors.empty()) return InvalidListOptionsStatus(errors);
   return std::nullopt;
 }
 
@@ -355,7 +368,7 @@ ParsedRequest ParseRequest(std::string_view method, std::string_view target) {
   if (method != "GET") {
     parsed.error = RequestError{405, "MethodNotAllowed",
                                 "the server does not allow this method on "
-                                "the requested resource"};
+                                "the requested resource", std::nullopt};
     return parsed;
   }
   if (parsed.route != RouteKind::kWatch && parsed.route != RouteKind::kHandoff) {

@@ -24,6 +24,8 @@
 #include <string>
 #include <string_view>
 
+#include "watchserver/k8s_status.h"
+
 namespace walwatch {
 
 enum class RouteKind {
@@ -67,12 +69,8 @@ struct HandoffRequest {
   uint64_t insert_lsn = 0;
 };
 
-// An error to answer with: HTTP code, Kubernetes StatusReason and message.
-struct RequestError {
-  int code = 400;
-  std::string reason;
-  std::string message;
-};
+// An error to answer with: the Status, with its HTTP code.
+using RequestError = K8sStatus;
 
 struct ParsedRequest {
   RouteKind route = RouteKind::kWatch;
@@ -89,7 +87,9 @@ struct ParsedRequest {
 // segment or escape, an invalid query value (the message names it), a
 // GET on a watch path without watch=1/true (walwatch serves only watches;
 // lists come from SQL), or a handoff without a valid snapshot or with an
-// invalid insertLSN.
+// invalid insertLSN; 422 Invalid for a combination of sendInitialEvents,
+// resourceVersionMatch and continue the apiserver's validateWatchOptions
+// rejects, with its messages and causes.
 ParsedRequest ParseRequest(std::string_view method, std::string_view target);
 
 // Percent-decodes `in` into `out`. With `plus_is_space`, '+' decodes to ' '

@@ -274,9 +274,8 @@ void WatchSession::HandleRequest() {
       ParseRequest(std::string_view(method.data(), method.size()),
                    std::string_view(target.data(), target.size()));
   if (parsed.error) {
-    SendStatus({parsed.error->code, parsed.error->reason, parsed.error->message,
-                std::nullopt},
-               keep_alive_, parsed.error->code == 405 ? "GET" : "");
+    SendStatus(*parsed.error, keep_alive_,
+               parsed.error->code == 405 ? "GET" : "");
     return;
   }
   switch (parsed.route) {

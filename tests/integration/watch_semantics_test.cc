@@ -294,15 +294,52 @@ TEST_F(WatchSemanticsTest, WatchListGivesStateThenAnnotatedBookmarkThenLive) {
   }
 }
 
+// The apiserver's answer to options its validateWatchOptions rejects:
+// 422 Invalid on ListOptions.meta.k8s.io, with a cause per error.
 TEST_F(WatchSemanticsTest, SendInitialEventsNeedsResourceVersionMatch) {
   ASSERT_NO_FATAL_FAILURE(StartDefault());
-  ExpectBadRequest("/api/v1/pods?watch=1&sendInitialEvents=true",
-                   "resourceVersionMatch");
-  ExpectBadRequest("/api/v1/pods?watch=1&resourceVersionMatch=NotOlderThan",
-                   "sendInitialEvents");
-  ExpectBadRequest(
-      "/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=Exact",
-      "Exact");
+  struct Case {
+    std::string target;
+    std::vector<std::string> cause_messages;
+  };
+  const std::vector<Case> cases = {
+      {"/api/v1/pods?watch=1&sendInitialEvents=true",
+       {"Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+        "to NotOlderThan"}},
+      {"/api/v1/pods?watch=1&resourceVersionMatch=NotOlderThan",
+       {"Forbidden: resourceVersionMatch is forbidden for watch unless "
+        "sendInitialEvents is provided"}},
+      {"/api/v1/pods?watch=1&sendInitialEvents=true&resourceVersionMatch=Exact",
+       {"Forbidden: sendInitialEvents requires setting resourceVersionMatch "
+        "to NotOlderThan",
+        "Unsupported value: \"Exact\": supported values: \"NotOlderThan\""}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("GET " + c.target);
+    HttpResponse r = HttpGet(ww_->socket_path(), c.target, In(kEventWait));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 422) << r.body;
+    auto status = nlohmann::json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(status.is_object()) << r.body;
+    EXPECT_EQ(status.value("kind", ""), "Status") << r.body;
+    EXPECT_EQ(status.value("reason", ""), "Invalid") << r.body;
+    EXPECT_EQ(status.value("code", 0), 422) << r.body;
+    EXPECT_EQ(status.value("message", "").rfind(
+                  "ListOptions.meta.k8s.io \"\" is invalid: ", 0),
+              0u)
+        << r.body;
+    ASSERT_TRUE(status.contains("details")) << r.body;
+    const auto& details = status["details"];
+    EXPECT_EQ(details.value("group", ""), "meta.k8s.io") << r.body;
+    EXPECT_EQ(details.value("kind", ""), "ListOptions") << r.body;
+    ASSERT_TRUE(details.contains("causes")) << r.body;
+    ASSERT_EQ(details["causes"].size(), c.cause_messages.size()) << r.body;
+    for (size_t i = 0; i < c.cause_messages.size(); ++i) {
+      const auto& cause = details["causes"][i];
+      EXPECT_EQ(cause.value("message", ""), c.cause_messages[i]) << r.body;
+      EXPECT_EQ(cause.value("field", ""), "resourceVersionMatch") << r.body;
+    }
+  }
 }
 
 // sendInitialEvents=false, RV unset: no state, the events after an RV at

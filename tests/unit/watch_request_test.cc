@@ -167,19 +167,72 @@ TEST(WatchRequest, RejectsBadTimeoutSeconds) {
             0);
 }
 
-TEST(WatchRequest, RejectsInvalidWatchOptions) {
+// apimachinery's validateWatchOptions, answered as the apiserver answers
+// it: 422 Invalid on ListOptions.meta.k8s.io, with one cause per error.
+TEST(WatchRequest, RejectsInvalidWatchOptionsAsTheApiserverDoes) {
+  const std::string kPrefix = "ListOptions.meta.k8s.io \"\" is invalid: ";
+  const std::string kNeedsMatch =
+      "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+      "resourceVersionMatch to NotOlderThan";
+  const std::string kNeedsInitial =
+      "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for "
+      "watch unless sendInitialEvents is provided";
   // "x" is true, and so needs resourceVersionMatch.
-  ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=x"), 400,
-              "BadRequest");
-  ExpectError(
-      Get("/api/v1/"
-          "pods?watch=1&resourceVersionMatch=Exact&sendInitialEvents=true"),
-      400, "BadRequest");
-  // The apiserver's watch rules: each needs the other.
-  ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=true"), 400,
-              "BadRequest");
-  ExpectError(Get("/api/v1/pods?watch=1&resourceVersionMatch=NotOlderThan"),
-              400, "BadRequest");
+  for (const char* target : {"/api/v1/pods?watch=1&sendInitialEvents=x",
+                             "/api/v1/pods?watch=1&sendInitialEvents=false"}) {
+    EXPECT_EQ(ExpectError(Get(target), 422, "Invalid"), kPrefix + kNeedsMatch)
+        << target;
+  }
+  EXPECT_EQ(ExpectError(Get("/api/v1/pods?watch=1&resourceVersionMatch="
+                            "NotOlderThan"),
+                        422, "Invalid"),
+            kPrefix + kNeedsInitial);
+
+  // Two errors: aggregated in brackets, one cause each, in order.
+  ParsedRequest p = Get(
+      "/api/v1/pods?watch=1&resourceVersionMatch=Exact&sendInitialEvents=true");
+  EXPECT_EQ(ExpectError(p, 422, "Invalid"),
+            kPrefix + "[" + kNeedsMatch +
+                ", resourceVersionMatch: Unsupported value: \"Exact\": "
+                "supported values: \"NotOlderThan\"]");
+  ASSERT_TRUE(p.error && p.error->details);
+  EXPECT_EQ(p.error->details->group, "meta.k8s.io");
+  EXPECT_EQ(p.error->details->kind, "ListOptions");
+  EXPECT_EQ(p.error->details->name, "");
+  ASSERT_EQ(p.error->details->causes.size(), 2u);
+  EXPECT_EQ(p.error->details->causes[0].reason, "FieldValueForbidden");
+  EXPECT_EQ(p.error->details->causes[0].field, "resourceVersionMatch");
+  EXPECT_EQ(p.error->details->causes[0].message,
+            "Forbidden: sendInitialEvents requires setting "
+            "resourceVersionMatch to NotOlderThan");
+  EXPECT_EQ(p.error->details->causes[1].reason, "FieldValueNotSupported");
+  EXPECT_EQ(p.error->details->causes[1].message,
+            "Unsupported value: \"Exact\": supported values: "
+            "\"NotOlderThan\"");
+  // Go's field order: details before code, group and kind before causes.
+  EXPECT_EQ(
+      StatusJson(*p.error),
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+      R"("message":"ListOptions.meta.k8s.io \"\" is invalid: [)"
+      R"(resourceVersionMatch: Forbidden: sendInitialEvents requires setting )"
+      R"(resourceVersionMatch to NotOlderThan, resourceVersionMatch: )"
+      R"(Unsupported value: \"Exact\": supported values: \"NotOlderThan\"]",)"
+      R"("reason":"Invalid","details":{"group":"meta.k8s.io",)"
+      R"("kind":"ListOptions","causes":[{"reason":"FieldValueForbidden",)"
+      R"("message":"Forbidden: sendInitialEvents requires setting )"
+      R"(resourceVersionMatch to NotOlderThan","field":"resourceVersionMatch"},)"
+      R"({"reason":"FieldValueNotSupported","message":"Unsupported value: )"
+      R"(\"Exact\": supported values: \"NotOlderThan\"",)"
+      R"("field":"resourceVersionMatch"}]},"code":422})");
+
+  // continue is ignored on a watch, except beside resourceVersionMatch.
+  EXPECT_FALSE(Get("/api/v1/pods?watch=1&continue=abc").error);
+  EXPECT_EQ(ExpectError(Get("/api/v1/pods?watch=1&sendInitialEvents=true&"
+                            "resourceVersionMatch=NotOlderThan&continue=abc"),
+                        422, "Invalid"),
+            kPrefix +
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is "
+                "forbidden when continue is provided");
 }
 
 TEST(WatchRequest, IgnoresUnknownParametersAndTakesFirstValue) {
