@@ -363,6 +363,14 @@ void WatchSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
     socket_.shutdown(Socket::shutdown_send, ignored);
     return Close();
   }
+  if (reading_ahead_) {
+    // No write is in flight, so cancel() aborts only the read-ahead; its
+    // completion goes on with the next request.
+    read_request_after_read_ahead_ = true;
+    ErrorCode ignored;
+    socket_.cancel(ignored);
+    return;
+  }
   DoReadRequest();
 }
 
@@ -414,6 +422,45 @@ void WatchSession::AskStateSource(Awaiting what,
   } else {
     state->FreshRv(std::move(done), std::move(still_wanted));
   }
+  // Notice a client that gives up while the answer is worked out.
+  if (what == Awaiting::kWatchStartRv) {
+    if (!reading_for_disconnect_) DoReadForDisconnect();
+  } else if (!reading_ahead_) {
+    DoReadAhead();
+  }
+}
+
+void WatchSession::DoReadAhead() {
+  constexpr size_t kReadAheadBytes = 1024;
+  // A client that pipelines more than a request's worth is not watched
+  // further; the deadline still bounds the wait.
+  if (buffer_.max_size() - buffer_.size() < kReadAheadBytes) return;
+  reading_ahead_ = true;
+  socket_.async_read_some(buffer_.prepare(kReadAheadBytes),
+                          Bind(&WatchSession::OnReadAhead));
+}
+
+void WatchSession::OnReadAhead(ErrorCode ec, size_t bytes) {
+  reading_ahead_ = false;
+  buffer_.commit(bytes);
+  if (phase_ == Phase::kClosed) return;
+  if (ec && ec != net::error::operation_aborted) {
+    // The client went away (or shut down its side: it can send no next
+    // request either). Nobody is left to answer.
+    LogDebug("client went away while its request waited",
+             {{"error", ec.message()}});
+    if (phase_ == Phase::kResponding && !read_request_after_read_ahead_) {
+      keep_alive_ = false;  // OnWriteResponse closes
+      return;
+    }
+    return Close();
+  }
+  if (read_request_after_read_ahead_) {
+    read_request_after_read_ahead_ = false;
+    return DoReadRequest();
+  }
+  // Still waiting: keep listening. Responding: OnWriteResponse goes on.
+  if (!ec && phase_ == Phase::kWaitingForState) DoReadAhead();
 }
 
 void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
@@ -424,9 +471,11 @@ void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
   Awaiting what = awaiting_;
   awaiting_ = Awaiting::kNothing;
   if (error) {
+    // A watch's read for disconnect is pending: its connection cannot carry
+    // another request.
     return SendStatus(
         StateErrorStatus(error->code, error->reason, error->message),
-        keep_alive_);
+        keep_alive_ && !reading_for_disconnect_);
   }
   if (what == Awaiting::kWatchStartRv) return StartStreamAfter(rv);
   SendJson(200, ResourceVersionJson(rv), keep_alive_);

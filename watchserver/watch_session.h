@@ -183,6 +183,14 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void OnStateAnswer(uint64_t token, uint64_t rv,
                      std::optional<StateError> error);
   void GiveUpWaitingForState(const K8sStatus& status);
+  // While a handoff or freshrv request waits for its answer, a read stays
+  // pending on the socket, so that a client that goes away frees its state
+  // worker at once rather than at kStateAnswerTimeout. What it reads (a
+  // pipelined next request) stays in buffer_ for DoReadRequest; the
+  // connection's keep-alive is untouched. A watch waiting for its start
+  // uses DoReadForDisconnect instead: its connection ends with it anyway.
+  void DoReadAhead();
+  void OnReadAhead(ErrorCode ec, size_t bytes);
 
   // Where a watch starts (watch_stream.cc).
   void StartWatch();
@@ -290,6 +298,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // each bump of answer_token_ by AbandonStateRequest.
   std::shared_ptr<std::atomic<bool>> state_request_wanted_;
   uint64_t rv_wait_id_ = 0;    // EventLog::WaitForRv id, 0 if none
+  bool reading_ahead_ = false;  // DoReadAhead's read is pending
+  // The response is written and the read-ahead was cancelled: its
+  // completion reads the next request.
+  bool read_request_after_read_ahead_ = false;
 
   // Watch state.
   WatchRequest watch_;

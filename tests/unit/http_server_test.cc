@@ -208,8 +208,20 @@ class FakeStateSource : public StateSource {
   std::vector<bool> held_wanted() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<bool> out;
-    for (const Wanted& w : held_) out.push_back(w());
+    for (const Held& h : held_) out.push_back(h.wanted());
     return out;
+  }
+  // Answers every held request with `answer`, as a worker would, and stops
+  // holding.
+  void ReleaseHeld(Answer answer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = false;
+    for (Held& h : held_) {
+      threads_.emplace_back([done = std::move(h.done), answer] {
+        done(answer.rv, answer.error ? &*answer.error : nullptr);
+      });
+    }
+    held_.clear();
   }
 
   void ReadState(const StateQuery& query,
@@ -282,7 +294,7 @@ class FakeStateSource : public StateSource {
  private:
   void Reply(RvCallback done, Wanted wanted) {  // mu_ held
     if (hold_) {
-      held_.push_back(std::move(wanted));
+      held_.push_back({std::move(done), std::move(wanted)});
       return;
     }
     Answer answer = answer_;
@@ -296,7 +308,11 @@ class FakeStateSource : public StateSource {
   std::condition_variable cv_;
   bool manual_ = false;
   bool hold_ = false;
-  std::vector<Wanted> held_;
+  struct Held {
+    RvCallback done;
+    Wanted wanted;
+  };
+  std::vector<Held> held_;
   Answer answer_;
   int read_states_ = 0;
   int fresh_rvs_ = 0;
@@ -1667,6 +1683,58 @@ TEST_F(HttpServerTest, AStateRequestIsNoLongerWantedOnceTheSessionGivesUp) {
   ASSERT_TRUE(other->ReadResponse());
   EXPECT_EQ(other->status(), 503u);
   EXPECT_EQ(state_.held_wanted(), (std::vector<bool>{false, false}));
+}
+
+// A client that goes away while its request waits (a handoff, a freshrv,
+// a watch waiting for its start RV) frees the worker at once, not at the
+// session's 60 s deadline.
+TEST_F(HttpServerTest, AClientThatLeavesWhileItsRequestWaitsIsNoLongerWanted) {
+  state_.set_hold(true);
+  StartServer();
+  auto fresh = Connect();
+  fresh->Get("/walwatch/v1/freshrv");
+  auto handoff = Connect();
+  handoff->Get("/walwatch/v1/handoff?snapshot=1:2:");
+  auto watch = Connect();
+  watch->Get(
+      "/api/v1/pods?watch=1&sendInitialEvents=false&"
+      "resourceVersionMatch=NotOlderThan");
+  ASSERT_TRUE(WaitFor([&] { return state_.held_wanted().size() == 3; }));
+  EXPECT_EQ(state_.held_wanted(), (std::vector<bool>{true, true, true}));
+  fresh->Close();
+  handoff->Close();
+  watch->Close();
+  EXPECT_TRUE(WaitFor([&] {
+    return state_.held_wanted() == std::vector<bool>{false, false, false};
+  })) << "still wanted after the clients left";
+}
+
+// While a request waits, the read that notices a client leaving takes any
+// pipelined request that follows; it is answered after, in order, and the
+// connection goes on.
+TEST_F(HttpServerTest, ARequestPipelinedBehindAWaitingOneIsAnsweredAfterIt) {
+  state_.set_hold(true);
+  StartServer();
+  auto client = Connect();
+  client->SendRaw(
+      "GET /walwatch/v1/freshrv HTTP/1.1\r\nHost: walwatch\r\n\r\n"
+      "GET /healthz HTTP/1.1\r\nHost: walwatch\r\n\r\n");
+  ASSERT_TRUE(WaitFor([&] { return state_.held_wanted().size() == 1; }));
+  state_.ReleaseHeld({777, std::nullopt});
+  ASSERT_TRUE(client->ReadResponse()) << client->last_error().message();
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(client->BodyJson()["resourceVersion"], "777");
+  ASSERT_TRUE(client->ReadResponse()) << client->last_error().message();
+  EXPECT_EQ(client->status(), 200u);
+  EXPECT_EQ(client->response().body(), "ok");
+  // A waiting request whose client stays: keep-alive holds after it too.
+  state_.set_hold(true);
+  client->Get("/walwatch/v1/handoff?snapshot=1:2:");
+  ASSERT_TRUE(WaitFor([&] { return state_.held_wanted().size() == 1; }));
+  state_.ReleaseHeld({778, std::nullopt});
+  ASSERT_TRUE(client->ReadResponse()) << client->last_error().message();
+  EXPECT_EQ(client->BodyJson()["resourceVersion"], "778");
+  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
 }
 
 TEST_F(HttpServerTest, HandoffAndFreshRvErrorsAreStatuses) {
