@@ -210,6 +210,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void PollStateBeforeReady();
   void PumpInitialState();
   void FinishInitialState();
+  // The log dropped events after initial_rv_ while the state was sent: the
+  // 410 ERROR event now, the rest of the state never.
+  void ExpireInitialState();
 
   // Streaming (watch_stream.cc).
   void Pump();

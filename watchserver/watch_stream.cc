@@ -303,6 +303,10 @@ void WatchSession::PollStateBeforeReady() {
 }
 
 void WatchSession::PumpInitialState() {
+  // The live stream continues from the log after initial_rv_. Once the log
+  // has dropped events after it, the rest of the state would be sent only
+  // to end in the same 410: end now.
+  if (initial_rv_ < context_->log.floor_rv()) return ExpireInitialState();
   const size_t max_bytes = context_->options.max_write_bytes;
   if (initial_sent_ < initial_pending_.size()) {
     return WriteEvents(
@@ -347,6 +351,25 @@ void WatchSession::PumpInitialState() {
     }
   }
   FinishInitialState();
+}
+
+void WatchSession::ExpireInitialState() {
+  initial_pending_.clear();
+  initial_sent_ = 0;
+  if (state_stream_) {
+    state_stream_->Cancel();
+    state_stream_.reset();
+  }
+  EventLog& log = context_->log;
+  LogWarn(
+      "a watch's initial state took longer to send than the event log "
+      "retains events; it ends with 410 (raise --max-log-bytes if this "
+      "repeats)",
+      {{"resource", watch_.resource},
+       {"state_rv", initial_rv_},
+       {"floor_rv", log.floor_rv()}});
+  WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.floor_rv()),
+                   ExpiryReason());
 }
 
 void WatchSession::FinishInitialState() {

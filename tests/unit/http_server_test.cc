@@ -1114,6 +1114,37 @@ TEST_F(HttpServerTest, InitialStateThenLiveLosesAndDoublesNothing) {
   EXPECT_EQ(client->ReadLine(), Line(e));
 }
 
+// The log drops the events after the state's RV while the state is still
+// being sent: the stream ends with the 410 at once, and the reader is
+// cancelled; the rest of the state is not sent for nothing.
+TEST_F(HttpServerTest, StateOutlivedByTheLogEndsWith410BeforeItsRest) {
+  state_.set_manual(true);
+  AppendPod(110, "a");
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  stream->Ready(110);
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  EventPtr a0 = StatePod("a", 110);
+  ASSERT_TRUE(stream->Push({a0}));
+  EXPECT_EQ(client->ReadLine(), Line(a0));
+  log_.AppendBarrier(200);  // the events after 110 are gone
+  ASSERT_TRUE(stream->Push({StatePod("b", 110)}));
+  std::optional<std::string> line = client->ReadLine();
+  ASSERT_TRUE(line);
+  nlohmann::json error = nlohmann::json::parse(*line, nullptr, false);
+  EXPECT_EQ(error.value("type", ""), "ERROR") << *line;
+  EXPECT_EQ(error["object"].value("code", 0), 410) << *line;
+  EXPECT_EQ(error["object"].value("message", ""),
+            "too old resource version: 110 (200)");
+  EXPECT_EQ(client->ReadLine(), std::nullopt);
+  EXPECT_TRUE(client->body_done());
+  EXPECT_TRUE(stream->cancelled());
+}
+
 TEST_F(HttpServerTest, ResourceVersionZeroAlsoSendsTheState) {
   state_.set_manual(true);
   AppendPod(110, "a");
