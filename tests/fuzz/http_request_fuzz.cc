@@ -179,9 +179,7 @@ EventFields OwnEvent(const walwatch::WatchRequest& w) {
 }
 
 void CheckStatusBody(const walwatch::RequestError& error) {
-  walwatch::K8sStatus status{error.code, error.reason, error.message,
-                             std::nullopt};
-  std::string body = walwatch::StatusJson(status);
+  std::string body = walwatch::StatusJson(error);
   FUZZ_CHECK(body.find('\n') == std::string::npos, Escaped(body));
   nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
   FUZZ_CHECK(!parsed.is_discarded() && parsed.is_object(), Escaped(body));
@@ -196,8 +194,15 @@ void HandleRequest(const ReadOutcome& r) {
     const walwatch::RequestError& e = *parsed.error;
     FUZZ_CHECK((e.code == 400 && e.reason == "BadRequest") ||
                    (e.code == 404 && e.reason == "NotFound") ||
-                   (e.code == 405 && e.reason == "MethodNotAllowed"),
+                   (e.code == 405 && e.reason == "MethodNotAllowed") ||
+                   (e.code == 422 && e.reason == "Invalid"),
                std::to_string(e.code) + " " + e.reason);
+    // An Invalid names what it rejects, as apimachinery's NewInvalid.
+    FUZZ_CHECK(e.code != 422 ||
+                   (e.details && !e.details->causes.empty() &&
+                    e.message.rfind("ListOptions.meta.k8s.io \"\" is invalid: ",
+                                    0) == 0),
+               Escaped(e.message));
     FUZZ_CHECK(e.code != 405 || r.method != "GET");
     FUZZ_CHECK(!e.message.empty());
     FUZZ_CHECK(HasNoControlBytes(e.message), Escaped(e.message));
@@ -243,7 +248,8 @@ void HandleRequest(const ReadOutcome& r) {
     FUZZ_CHECK(HasNoControlBytes(error), Escaped(error));
     FUZZ_CHECK(!w.label_selector.empty() || !w.field_selector.empty(),
                Escaped(error));
-    CheckStatusBody(walwatch::RequestError{400, "BadRequest", error});
+    CheckStatusBody(
+        walwatch::RequestError{400, "BadRequest", error, std::nullopt});
     return;
   }
   EventFields own = OwnEvent(w);

@@ -45,7 +45,7 @@ SOURCES[http]="tests/fuzz/http_request_fuzz.cc watchserver/watch_request.cc
 SOURCES[selector]="tests/fuzz/selector_fuzz.cc watchserver/selector.cc
   watchserver/event.cc watchserver/filter_fields.cc"
 SOURCES[rv]="tests/fuzz/rv_fuzz.cc cdc/lsn.cc watchserver/watch_request.cc
-  watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
+  watchserver/k8s_status.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
 SOURCES[wal2json]="tests/fuzz/wal2json_fuzz.cc cdc/wal2json_decoder.cc
   cdc/transaction_assembler.cc cdc/event_builder.cc cdc/lsn.cc
   schema/table_mapping.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
