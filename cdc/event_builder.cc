@@ -55,6 +55,7 @@ struct ObjectLayout {
   size_t rv_begin = npos, rv_end = npos;  // the member RV's string token
   size_t ann_open = npos;
   bool ann_empty = false;
+  size_t ann_null = npos;  // "annotations":null, replaced by an object
   LabelList labels;
 };
 
@@ -174,15 +175,21 @@ std::string EventBuilder::Impl::Analyze(const std::string& text,
         out->rv_end = out->rv_begin + t.size();
       } else if (mkey == "annotations") {
         od::value v = mf.value();
-        std::string_view t = v.raw_json_token();
+        std::string_view t = TrimRight(v.raw_json_token());
+        if (t == "null") {  // as Go reads it: no annotations
+          out->ann_null = t.data() - base;
+          continue;
+        }
         if (t.empty() || t[0] != '{') {
           return "metadata.annotations is not an object";
         }
         out->ann_open = t.data() - base;
         out->ann_empty = EmptyAfter(text, out->ann_open);
       } else if (mkey == "labels") {
+        od::value v = mf.value();
+        if (TrimRight(v.raw_json_token()) == "null") continue;  // no labels
         od::object labels;
-        if (mf.value().get_object().get(labels)) {
+        if (v.get_object().get(labels)) {
           return "metadata.labels is not an object";
         }
         for (auto lf : labels) {
@@ -234,6 +241,8 @@ EventBuilder::Impl::Wire EventBuilder::Impl::PlanWire(EventType type,
     if (l.ann_open != ObjectLayout::npos) {
       edits.push_back(
           {l.ann_open + 1, 0, annotation + (l.ann_empty ? "" : ",")});
+    } else if (l.ann_null != ObjectLayout::npos) {
+      edits.push_back({l.ann_null, 4, "{" + annotation + "}"});
     } else {
       // metadata holds resourceVersion, so it is not empty.
       edits.push_back({l.meta_open + 1, 0,
@@ -294,12 +303,15 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
   auto add = [&](EventType type, const RowView& row, const RowChange& c) {
     const ColumnValue& object = Col(row, MappedField::kObject);
     if (object.state != ColumnValue::State::kValue) {
-      out->errors.push_back(
-          std::string(object.state == ColumnValue::State::kNull
-                          ? "the object column is NULL"
-                          : "the object column is missing from the row: the "
-                            "table needs REPLICA IDENTITY FULL") +
-          where(c));
+      const char* why =
+          object.state == ColumnValue::State::kNull
+              ? "the object column is NULL"
+          : c.action == Wal2JsonAction::kInsert
+              ? "the object column is missing from the row (was it dropped "
+                "or renamed?)"
+              : "the object column is missing from the row: the table needs "
+                "REPLICA IDENTITY FULL";
+      out->errors.push_back(why + where(c));
       return;
     }
     Pending p;

@@ -333,16 +333,24 @@ void ReplicationStream::Impl::OnCommit() {
   ++stats->transactions;
   txn.full_xid = WidenXid(txn.xid);
   stats->last_commit_time_us = txn.commit_time_us;
-  if (txn.truncated || txn.overflowed) {
-    LogWarn(txn.truncated
-                ? "the table was truncated; every watcher must relist"
-                : "a transaction is larger than --max-log-bytes allows; "
-                  "every watcher must relist",
-            {{"xid", static_cast<uint64_t>(txn.xid)},
-             {"commit_lsn", FormatLsn(txn.commit_lsn)}});
+  auto barrier = [&](const char* why) {
+    LogWarn(why, {{"xid", static_cast<uint64_t>(txn.xid)},
+                  {"commit_lsn", FormatLsn(txn.commit_lsn)}});
     log->AppendBarrier(txn.commit_lsn, txn.full_xid);
     ++stats->barriers;
-    return;
+  };
+  if (txn.truncated) {
+    return barrier("the table was truncated; every watcher must relist");
+  }
+  if (txn.overflowed) {
+    return barrier(
+        "a transaction is larger than --max-log-bytes allows; every watcher "
+        "must relist");
+  }
+  if (txn.broken) {
+    return barrier(
+        "a transaction has a record that could not be decoded; every "
+        "watcher must relist");
   }
   if (txn.changes.empty()) {
     log->AdvanceCurrentRv(txn.commit_lsn);
@@ -356,6 +364,14 @@ void ReplicationStream::Impl::OnCommit() {
   for (const std::string& err : built.errors) {
     ++stats->row_errors;
     LogError("a row could not become a watch event", {{"error", err}});
+  }
+  if (!built.errors.empty()) {
+    // Its event is missing: the other events alone would silently diverge
+    // every watcher from the table.
+    built.events.clear();
+    return barrier(
+        "a transaction has a row that could not become a watch event; every "
+        "watcher must relist");
   }
   if (built.events.empty()) {
     log->AdvanceCurrentRv(txn.commit_lsn);
@@ -399,12 +415,15 @@ bool ReplicationStream::Impl::HandleMessage(const char* buf, int len,
       std::string err = decoder.Decode(payload, &record);
       if (!err.empty()) {
         // Counted and logged with its position; a message that is not
-        // wal2json v2 cannot be turned into an event.
+        // wal2json v2 cannot be turned into an event. Inside a transaction
+        // it may have been a change of the table: the transaction ends as
+        // a barrier.
         ++stats->decode_errors;
         LogError("cannot decode a wal2json message",
                  {{"lsn", FormatLsn(data_start)},
                   {"error", err},
                   {"message", payload.substr(0, 256)}});
+        assembler.MarkBroken();
         return true;
       }
       TransactionAssembler::Outcome outcome;

@@ -34,6 +34,9 @@ struct Transaction {
   // The transaction held more than max_transaction_bytes; its changes were
   // not kept, so watchers must relist.
   bool overflowed = false;
+  // A record inside the transaction could not be decoded: a change may be
+  // missing, so watchers must relist (set through MarkBroken).
+  bool broken = false;
   size_t bytes = 0;  // bytes of the kept changes
 };
 
@@ -59,6 +62,13 @@ class TransactionAssembler {
 
   // Forgets a partial transaction, as after a lost connection.
   void Reset();
+
+  // A record of the open transaction could not be decoded (and so could not
+  // be fed): the transaction ends as broken. A re-sent (duplicate)
+  // transaction stays dropped. Outside a transaction it does nothing.
+  void MarkBroken() {
+    if (in_txn_ && !duplicate_) current_.broken = true;
+  }
 
   // Records a commit the log already holds, e.g. after a restart.
   void set_last_commit_lsn(uint64_t lsn) { last_commit_lsn_ = lsn; }

@@ -1097,6 +1097,35 @@ TEST_F(FaultTest, TruncateGives410ToEveryWatcher) {
   RelistAndCheckExact(*ww);
 }
 
+// A row that cannot become an event is never skipped in silence: its
+// transaction is a barrier. Here the table loses REPLICA IDENTITY FULL
+// while walwatch runs, so a DELETE carries only the key, not the object.
+TEST_F(FaultTest, ARowThatCannotBecomeAnEventGives410NotSilence) {
+  StartCluster();
+  auto* ww = Launch(Options());
+  ASSERT_NE(ww, nullptr);
+  // A row of its own, before the watchers' start: the writer's objects and
+  // the watchers' expected streams stay as they are.
+  InsertRow(db(), Pod("victim", "victim", "victim-pod"));
+  uint64_t start = Marker();
+  auto watchers = StartWatchers(*ww, start, FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  writer_->Pause();
+  db().Exec("ALTER TABLE resources REPLICA IDENTITY DEFAULT");
+  db().Exec("DELETE FROM resources WHERE cluster = 'victim'");
+  db().Exec("ALTER TABLE resources REPLICA IDENTITY FULL");
+  writer_->Resume();
+  ExpectAllExpired(watchers);
+  if (HasFailure()) return;
+  EXPECT_EQ(LogLines(*ww,
+                     "a transaction has a row that could not become a watch "
+                     "event; every watcher must relist")
+                .size(),
+            1u);
+  RelistAndCheckExact(*ww);
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {

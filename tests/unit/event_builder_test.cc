@@ -416,6 +416,14 @@ TEST_F(EventBuilderTest, ObjectLayoutsProduceValidJson) {
       {R"({"metadata": {"annotations": {"a": "b"}}})", std::nullopt, true},
       {R"({"metadata": {"annotations": {"a": "b"}, "name": "n"}, "kind": "K"})",
        std::nullopt, true},
+      // null annotations or labels are none, as Go reads them; the
+      // annotation replaces the null (a second key would lose to it).
+      {R"({"metadata": {"annotations": null, "resourceVersion": "7"}})", "7",
+       true},
+      {R"({"metadata": {"resourceVersion": "7", "annotations" : null }})", "7",
+       true},
+      {R"({"metadata": {"annotations": null}})", std::nullopt, true},
+      {R"({"metadata": {"labels": null, "resourceVersion": "7"}})", "7", true},
       // json (not jsonb) keeps the writer's spacing.
       {R"({ "metadata" : { "resourceVersion" : "7" , "annotations" : { } } })",
        "7", true},
@@ -583,6 +591,13 @@ TEST_F(EventBuilderTest, NullOrMissingObjectIsAnError) {
   EXPECT_TRUE(missing.events.empty());
   ASSERT_EQ(missing.errors.size(), 1u);
   EXPECT_NE(missing.errors[0].find("REPLICA IDENTITY FULL"), std::string::npos);
+
+  // An INSERT always carries every column: the hint would mislead.
+  auto inserted = Build(
+      TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kAbsent)}), 0x100);
+  ASSERT_EQ(inserted.errors.size(), 1u);
+  EXPECT_EQ(inserted.errors[0].find("REPLICA IDENTITY"), std::string::npos)
+      << inserted.errors[0];
 }
 
 TEST_F(EventBuilderTest, UpdateWithoutOldRowIsModified) {

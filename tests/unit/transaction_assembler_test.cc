@@ -366,6 +366,27 @@ TEST(TransactionAssembler, TruncateOfMappedTableSetsTruncated) {
   EXPECT_FALSE(h.committed[1].truncated);
 }
 
+// A record of the open transaction that could not be decoded breaks it;
+// outside a transaction, or in a re-sent one, MarkBroken changes nothing.
+TEST(TransactionAssembler, MarkBrokenBreaksOnlyTheOpenNewTransaction) {
+  AssemblerHarness h(kLarge, 0x5000);
+  h.assembler().MarkBroken();  // between transactions: nothing
+  h.Feed(BC('B', 1, "0/4000"));  // a duplicate
+  h.assembler().MarkBroken();
+  h.Feed(BC('C', 1, "0/4000"));
+  EXPECT_EQ(h.outcomes.back(), Outcome::kDuplicate);
+  h.Feed(BC('B', 2, "0/6000"));
+  h.Feed(Row('I', 2, "0/5800", "a"));
+  h.assembler().MarkBroken();
+  h.Feed(BC('C', 2, "0/6000"));
+  h.Feed(BC('B', 3, "0/7000"));
+  h.Feed(BC('C', 3, "0/7000"));
+  ASSERT_TRUE(h.errors.empty()) << h.errors.front();
+  ASSERT_EQ(h.committed.size(), 2u);
+  EXPECT_TRUE(h.committed[0].broken);
+  EXPECT_FALSE(h.committed[1].broken);  // the next one starts whole
+}
+
 TEST(TransactionAssembler, OverflowKeepsNothing) {
   // What one row of Row() holds in memory.
   size_t row;
