@@ -165,6 +165,9 @@ std::string ReplicationStream::Impl::StartStreaming() {
       "START_REPLICATION SLOT " + QuoteIdent(opt.slot) +
       " LOGICAL 0/0 (\"format-version\" '2', \"include-xids\" '1', "
       "\"include-lsn\" '1', \"include-timestamp\" '1', \"include-types\" '0', "
+      // No logical decoding messages (pg_logical_emit_message): walwatch
+      // has no use for them, and a binary one is not JSON text.
+      "\"add-msg-prefixes\" 'walwatch.clusterpedia.io/none', "
       "\"add-tables\" " +
       QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
   std::string err;

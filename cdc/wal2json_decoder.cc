@@ -29,6 +29,12 @@ Wal2JsonDecoder::~Wal2JsonDecoder() = default;
 
 namespace {
 
+// raw_json_token() of a null value: "null", perhaps with trailing spaces.
+bool IsNullToken(std::string_view token) {
+  return token.substr(0, 4) == "null" &&
+         token.find_first_not_of(" \t\r\n", 4) == std::string_view::npos;
+}
+
 std::string Describe(const char* what, simdjson::error_code err) {
   return std::string(what) + ": " + simdjson::error_message(err);
 }
@@ -198,8 +204,12 @@ std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
       out->action = static_cast<Wal2JsonAction>(a[0]);
       have_action = true;
     } else if (key == "xid") {
+      od::value v = field.value();
+      // A non-transactional message ('M') has "xid":null and
+      // "timestamp":null: left as 0.
+      if (IsNullToken(v.raw_json_token())) continue;
       uint64_t xid;
-      if (auto err = field.value().get_uint64().get(xid)) {
+      if (auto err = v.get_uint64().get(xid)) {
         return Describe("\"xid\" is not an unsigned integer", err);
       }
       if (xid > UINT32_MAX) return "\"xid\" is out of range";
@@ -213,8 +223,10 @@ std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
       if (!lsn) return "bad LSN \"" + std::string(s) + "\"";
       (key == "lsn" ? out->lsn : out->next_lsn) = *lsn;
     } else if (key == "timestamp") {
+      od::value v = field.value();
+      if (IsNullToken(v.raw_json_token())) continue;
       std::string_view s;
-      if (auto err = field.value().get_string().get(s)) {
+      if (auto err = v.get_string().get(s)) {
         return Describe("\"timestamp\" is not a string", err);
       }
       if (!ParsePgTimestamp(s, &out->timestamp_us)) {

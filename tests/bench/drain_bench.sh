@@ -261,7 +261,8 @@ WAL_BYTES=$(psql_v -c "SELECT pg_current_wal_lsn() - confirmed_flush_lsn FROM pg
 say "loaded at $LOAD_RPS rows/s; backlog of $WAL_BYTES bytes of WAL up to $END_LSN"
 
 WAL2JSON_OPTS=(-o format-version=2 -o include-xids=1 -o include-lsn=1
-  -o include-timestamp=1 -o include-types=0 -o add-tables=public.resources)
+  -o include-timestamp=1 -o include-types=0
+  -o add-msg-prefixes=walwatch.clusterpedia.io/none -o add-tables=public.resources)
 
 # One pg_recvlogical drain; sets RECV_RPS.
 run_recvlogical() {

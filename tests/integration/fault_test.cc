@@ -1126,6 +1126,37 @@ TEST_F(FaultTest, ARowThatCannotBecomeAnEventGives410NotSilence) {
   RelistAndCheckExact(*ww);
 }
 
+// Logical decoding messages (pg_logical_emit_message), which heartbeat
+// tools send, are none of walwatch's business: not a decode error (a
+// non-transactional one has a null xid, a binary one is not text), and not a
+// barrier inside a transaction of the table.
+TEST_F(FaultTest, LogicalDecodingMessagesChangeNothing) {
+  StartCluster();
+  auto* ww = Launch(Options());
+  ASSERT_NE(ww, nullptr);
+  auto watchers =
+      StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  PgConnection conn(Conninfo());
+  conn.Exec("SELECT pg_logical_emit_message(false, 'heartbeat', 'beat')");
+  conn.Exec(
+      "SELECT pg_logical_emit_message(false, 'heartbeat', '\\xff00'::bytea)");
+  conn.Exec("BEGIN");
+  conn.Exec(
+      "SELECT pg_logical_emit_message(true, 'heartbeat', '\\xfe01'::bytea)");
+  conn.Exec("UPDATE resources SET synced_at = now() WHERE cluster = 'seed'");
+  conn.Exec("COMMIT");
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  StopWriterAndCheckExact(watchers);
+  auto errors = LogLines(*ww, "cannot decode a wal2json message");
+  EXPECT_TRUE(errors.empty()) << (errors.empty() ? "" : errors[0].dump());
+  auto barriers = LogLines(*ww,
+                           "a transaction has a record that could not be "
+                           "decoded; every watcher must relist");
+  EXPECT_TRUE(barriers.empty());
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {

@@ -382,6 +382,23 @@ TEST_F(Wal2JsonDecoderTest, MessageAndUnknownKeysAreAccepted) {
   EXPECT_EQ(r.action, Wal2JsonAction::kMessage);
   EXPECT_EQ(r.lsn, 0xAAu);
   EXPECT_FALSE(r.mapped_table);
+  // A non-transactional message, exactly as wal2json 2.5 writes it with
+  // include-xids and include-timestamp: both are null.
+  Wal2JsonRecord n = DecodeOk(
+      R"({"action":"M","xid":null,"timestamp":null,"lsn":"0/19030570","transactional":false,"prefix":"probe","content":"hello"})");
+  EXPECT_EQ(n.action, Wal2JsonAction::kMessage);
+  EXPECT_EQ(n.xid, 0u);
+  EXPECT_EQ(n.lsn, 0x19030570u);
+  // Null is not a number or text elsewhere.
+  Wal2JsonRecord bad;
+  EXPECT_NE(decoder_.Decode(R"({"action":"B","xid":nul,"lsn":"0/1"})", &bad),
+            "");
+  EXPECT_NE(decoder_.Decode(R"({"action":"B","xid":"7","lsn":"0/1"})", &bad),
+            "");
+  EXPECT_NE(decoder_.Decode(
+                R"({"action":"B","xid":1,"timestamp":nullx,"lsn":"0/1"})",
+                &bad),
+            "");
   // Keys a newer wal2json might add, before and after the tuples.
   Wal2JsonRecord u = DecodeOk(
       R"({"action":"U","xid":1,"origin":{"a":[1]},"lsn":"0/1","schema":"public","table":"resources","pk":[{"name":"id","type":"bigint"}],"columns":)" +
