@@ -740,6 +740,14 @@ std::string ParseConfig(int argc, const char* const* argv,
     if (out->help) return "";
   }
 
+  // --slot and --slot-from set the same thing: one given on the command
+  // line wins over either in the environment.
+  const size_t slot = static_cast<size_t>(FindFlag("slot") - kFlags);
+  const size_t slot_from = static_cast<size_t>(FindFlag("slot-from") - kFlags);
+  if (set_by_flag[slot] || set_by_flag[slot_from]) {
+    set_by_flag[slot] = set_by_flag[slot_from] = true;
+  }
+
   for (size_t f = 0; f < std::size(kFlags); ++f) {
     const Flag& flag = kFlags[f];
     if (!flag.is_setting || set_by_flag[f]) continue;

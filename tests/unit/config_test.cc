@@ -138,6 +138,25 @@ TEST(Config, FlagWinsOverEnv) {
   EXPECT_EQ(p.config.log_level, LogLevel::kWarn);  // No flag: env applies.
 }
 
+// --slot and --slot-from name the same slot: either on the command line
+// wins over both variables (an envFrom with WALWATCH_SLOT must not make
+// every replica share one slot).
+TEST(Config, SlotFlagsWinOverBothSlotVariables) {
+  const std::vector<std::string> env = {"WALWATCH_SLOT=envslot",
+                                        "WALWATCH_SLOT_FROM=env-from"};
+  Parsed from = Parse({"--slot-from", "walwatch_pod-0"}, env);
+  ASSERT_EQ(from.error, "");
+  EXPECT_EQ(from.config.slot, "walwatch_pod_0");
+  Parsed slot = Parse({"--slot", "flagslot"}, env);
+  ASSERT_EQ(slot.error, "");
+  EXPECT_EQ(slot.config.slot, "flagslot");
+  // Both in the environment: --slot-from's replaces --slot's, as on the
+  // command line.
+  Parsed both = Parse({}, env);
+  ASSERT_EQ(both.error, "");
+  EXPECT_EQ(both.config.slot, "env_from");
+}
+
 TEST(Config, BadEnvIgnoredWhenFlagGiven) {
   Parsed p = Parse({"--max-log-bytes=2Mi"}, {"WALWATCH_MAX_LOG_BYTES=lots"});
   EXPECT_EQ(p.error, "");
