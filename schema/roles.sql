@@ -20,6 +20,12 @@
 -- access to the whole database's WAL, and guard the password accordingly.)
 -- Changing the table's REPLICA IDENTITY needs its owner, not this role: see
 -- replica_identity.sql.
+--
+-- Not granted here: pg_monitor. Before PostgreSQL 17, `walwatch slots list`
+-- and `walwatch slots drop --inactive-for` estimate how long a slot has been
+-- inactive from the WAL directory (pg_ls_waldir), which needs it. Grant it to
+-- the role that runs those commands (this one, if they use walwatch's
+-- conninfo):  GRANT pg_monitor TO walwatch;
 
 \set ON_ERROR_STOP on
 \if :{?password}
