@@ -7,7 +7,8 @@ Run by check_manifests.sh, which renders packaging/kubernetes with
   check_manifests.py --root REPO --binary WALWATCH --rendered FILE
 
 What it checks, for every pod template that runs walwatch (an image or
-command named walwatch):
+command named walwatch, in containers or initContainers; in initContainers
+it must be a native sidecar, restartPolicy Always):
   * the container's command and args, expanded as kubelet does ($(VAR),
     $$) and, when they start a shell, run through that shell with a stand-in
     `walwatch` that records its argv, for two pod names;
@@ -20,9 +21,10 @@ command named walwatch):
     walwatch container and in every other container of the pod;
   * probes: liveness/startup on /healthz or /livez, readiness on /readyz, all
     on the port of --metrics-address, which must not be loopback; that port
-    is a containerPort, the prometheus.io/port annotation, the Dockerfile's
-    EXPOSE, and what each ServiceMonitor's endpoint resolves to through its
-    Service;
+    is a containerPort, the prometheus.io/port annotation (if any), the
+    Dockerfile's EXPOSE, and what each ServiceMonitor's endpoint resolves to
+    through its Service; the pods are scraped one way, a ServiceMonitor or
+    prometheus.io/* annotations, not both;
   * memory limit above --max-log-bytes; non-root, read-only root filesystem,
     no privilege escalation, all capabilities dropped.
 And: alerts in PrometheusRules and the Grafana dashboard use only metric
@@ -362,9 +364,18 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
     containers = (spec.get("containers") or []) + (
         spec.get("initContainers") or [])
     walwatches = [c for c in containers if is_walwatch(c)]
+    init_names = {c.get("name") for c in spec.get("initContainers") or []}
     for c in walwatches:
         where = f"{wname} container {c['name']}"
         print(f"--- {where}")
+
+        # An init container runs alongside the others only as a native
+        # sidecar; a plain one would have to exit before the pod starts.
+        if c.get("name") in init_names:
+            check(c.get("restartPolicy") == "Always",
+                  f"{where}: an init container with restartPolicy Always "
+                  "(a sidecar)", f"restartPolicy is {c.get('restartPolicy')!r}"
+                  ": the pod would wait for walwatch to exit")
 
         # Environment variables.
         wenv = [e["name"] for e in c.get("env") or []
@@ -506,7 +517,9 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
         check(port in cports, f"{where}: containerPort {port} is declared",
               f"ports: {cports}")
         ann = meta.get("annotations") or {}
-        if "prometheus.io/port" in ann or "prometheus.io/scrape" in ann:
+        annotated = "prometheus.io/port" in ann or \
+            "prometheus.io/scrape" in ann
+        if annotated:
             check(str(ann.get("prometheus.io/port")) == str(port),
                   f"{wname}: annotation prometheus.io/port "
                   f"{ann.get('prometheus.io/port')} == {port}")
@@ -514,8 +527,6 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
                   f"{wname}: annotation prometheus.io/path is /metrics")
             check(str(ann.get("prometheus.io/scrape")) == "true",
                   f"{wname}: annotation prometheus.io/scrape is \"true\"")
-        else:
-            fail(f"{wname}: has prometheus.io/scrape and port annotations")
         if docker["expose"]:
             check(port in docker["expose"],
                   f"Dockerfile: EXPOSE {docker['expose']} has {port}")
@@ -557,6 +568,13 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
                           f"{sm_name}: path is /metrics")
         if monitors:
             check(reached, f"{wname}: a ServiceMonitor scrapes these pods")
+        # Exactly one way of scraping: annotations or a ServiceMonitor.
+        check(annotated or reached,
+              f"{wname}: scraped (a ServiceMonitor or prometheus.io/* "
+              "annotations)", "neither")
+        check(not (annotated and reached),
+              f"{wname}: scraped once (not both a ServiceMonitor and "
+              "prometheus.io/* annotations)", "every sample twice")
 
         # Resources and security.
         limit = parse_size(((c.get("resources") or {}).get("limits") or {})
