@@ -123,7 +123,32 @@ struct ReplicationStream::Impl {
   bool SendKeepaliveReply(uint64_t wal_end, std::string* error);
   uint64_t FlushPosition() const;
   bool WaitOrStop(std::chrono::milliseconds delay);
+  // Whether the walsender `pid` is alive and busy (not waiting for WAL, for
+  // our messages or to write): decoding a large transaction whose changes
+  // are all filtered out, which on PostgreSQL 15 sends nothing for as long
+  // as it takes. Asked on a connection of its own; false if that fails.
+  bool WalsenderBusy(int pid, std::string* state);
 };
+
+bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
+  if (pid <= 0) return false;
+  PgConn side = ConnectPg(opt.conninfo, /*replication=*/false,
+                          opt.connect_timeout_seconds);
+  if (PQstatus(side.get()) != CONNECTION_OK) return false;
+  std::string err;
+  // A walsender waits on these while it streams; busy, it waits on none
+  // or on its spill files (ReorderBuffer*). Its own role may see them.
+  PgResult r = PgQuery(
+      side.get(),
+      "SELECT coalesce(wait_event, '') FROM pg_stat_activity "
+      "WHERE pid = $1 AND backend_type = 'walsender' AND coalesce(wait_event, "
+      "'') NOT IN ('WalSenderMain', 'WalSenderWaitForWAL', "
+      "'WalSenderWriteData')",
+      {std::to_string(pid)}, &err, &stop);
+  if (!r || PQntuples(r.get()) != 1) return false;
+  *state = PQgetvalue(r.get(), 0, 0);
+  return true;
+}
 
 ReplicationStream::ReplicationStream(ReplicationOptions options,
                                      ResourceCatalog* catalog)
@@ -474,6 +499,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     std::string* error) {
   PGconn* conn = repl.get();
   auto last_message = Clock::now();
+  bool waiting_for_busy_walsender = false;
   // Wakes the watchers once per read from the socket (see BeginBatch), and
   // at least every kWakeEvery messages during a long burst.
   constexpr int kWakeEvery = 256;
@@ -490,6 +516,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       int n = PQgetCopyData(conn, &buf, /*async=*/1);
       if (n > 0) {
         last_message = Clock::now();
+        waiting_for_busy_walsender = false;
         bool ok = HandleMessage(buf, n, error);
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
@@ -534,6 +561,28 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     }
     auto now = Clock::now();
     if (now - last_message > opt.receive_timeout) {
+      // Silence from a walsender that is working is not a partition:
+      // reconnecting would only make a new walsender decode the same
+      // transaction again, as silently, for ever.
+      std::string state;
+      if (WalsenderBusy(PQbackendPID(conn), &state)) {
+        if (!waiting_for_busy_walsender) {
+          LogInfo(
+              "the walsender sends nothing while it decodes a large "
+              "transaction of other tables; waiting for it",
+              {{"walsender_pid", PQbackendPID(conn)},
+               {"wait_event", state},
+               {"silent_seconds",
+                static_cast<uint64_t>(
+                    std::chrono::duration_cast<std::chrono::seconds>(
+                        now - last_message)
+                        .count())}});
+          waiting_for_busy_walsender = true;
+        }
+        ++stats->busy_walsender_waits;
+        last_message = now;  // another receive timeout before asking again
+        continue;
+      }
       *error = "no message from the server for " +
                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                   now - last_message)

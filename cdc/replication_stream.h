@@ -42,8 +42,10 @@ struct ReplicationOptions {
   uint64_t replay_window_bytes = uint64_t{512} << 20;
   // A connection that has carried no message for this long is dead (a
   // silent network partition): reconnect. walwatch asks for a keepalive every
-  // status interval, so a live server answers far sooner; the margin covers
-  // a walsender busy skipping a huge filtered transaction.
+  // status interval, so a live server answers far sooner, except while its
+  // walsender decodes a huge transaction of other tables, which it does in
+  // silence: that walsender (seen busy in pg_stat_activity on a connection
+  // of its own) is waited for, another timeout at a time.
   std::chrono::milliseconds receive_timeout{std::chrono::seconds(60)};
   // Backoff between reconnect attempts.
   std::chrono::milliseconds backoff_initial{200};
@@ -58,6 +60,9 @@ struct ReplicationStats {
   std::atomic<uint64_t> unchanged_updates{0};
   std::atomic<uint64_t> decode_errors{0}, row_errors{0};
   std::atomic<uint64_t> reconnects{0}, slot_recreations{0};
+  // Receive timeouts not taken as a dead connection: the walsender was
+  // busy decoding (ReplicationStream::Impl::WalsenderBusy).
+  std::atomic<uint64_t> busy_walsender_waits{0};
   std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.

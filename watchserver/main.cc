@@ -83,6 +83,10 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
           "Rows that could not become watch events.", s.row_errors);
   counter("walwatch_reconnects_total",
           "Successful reconnections to PostgreSQL.", s.reconnects);
+  counter("walwatch_busy_walsender_waits_total",
+          "Replication timeouts not taken as a dead connection: the walsender "
+          "was busy decoding a large transaction of other tables.",
+          s.busy_walsender_waits);
   counter("walwatch_slot_recreations_total",
           "Times the replication slot was lost and recreated.",
           s.slot_recreations);

@@ -1157,6 +1157,39 @@ TEST_F(FaultTest, LogicalDecodingMessagesChangeNothing) {
   EXPECT_TRUE(barriers.empty());
 }
 
+// A transaction of another table so large that decoding it takes longer
+// than --replication-timeout: PostgreSQL 15's walsender sends nothing
+// meanwhile. walwatch must wait for it rather than reconnect: a new
+// walsender would decode the same transaction again, as silently, for ever.
+TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
+  StartCluster();
+  db().Exec("CREATE TABLE bulk_other (n int)");
+  auto o = Options();
+  o.extra_args = {"--replication-timeout=5s"};
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto watchers =
+      StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  {
+    // Narrow rows, cheap to insert; their decoding still costs per row.
+    // Measured here: 6M rows decode in under 5 s, 15M in well over it.
+    PgConnection big(Conninfo());
+    big.Exec("INSERT INTO bulk_other SELECT g FROM generate_series(1, 15000000) g");
+  }
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  StopWriterAndCheckExact(watchers);
+  EXPECT_FALSE(LogLines(*ww,
+                        "the walsender sends nothing while it decodes a large "
+                        "transaction of other tables; waiting for it")
+                   .empty())
+      << "decoding took less than the 5 s timeout, so nothing was tested: "
+         "insert more rows";
+  auto lost = LogLines(*ww, "replication connection lost");
+  EXPECT_TRUE(lost.empty()) << lost[0].dump();
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {
