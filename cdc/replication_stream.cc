@@ -114,7 +114,10 @@ struct ReplicationStream::Impl {
   uint64_t WidenXid(uint32_t xid);
 
   std::string StartStreaming();
-  std::string RecreateSlot(uint64_t* new_floor);
+  // Recreates a lost or missing slot; *new_floor is where its stream
+  // starts (0 if the slot came back by itself), *next_xid the xmax read
+  // after it was made.
+  std::string RecreateSlot(uint64_t* new_floor, uint64_t* next_xid);
   enum class StreamEnd { kStopped, kError };
   StreamEnd Stream(std::string* error);
   bool HandleMessage(const char* buf, int len, std::string* error);
@@ -128,6 +131,16 @@ struct ReplicationStream::Impl {
   // are all filtered out, which on PostgreSQL 15 sends nothing for as long
   // as it takes. Asked on a connection of its own; false if that fails.
   bool WalsenderBusy(int pid, std::string* state);
+  // The slot was recreated at `new_floor`, below what walwatch has served:
+  // PostgreSQL's history went back. Resets the log with a fence over the
+  // ambiguous RVs, resets the positions that only grow, and pushes the
+  // server's WAL past the fence so that new RVs are unambiguous at once.
+  void ResetHistory(uint64_t new_floor, uint64_t next_xid);
+  // Writes WAL (non-transactional logical messages that wal2json is told
+  // to drop) until the server's insert position passes `target`, at most
+  // kMaxWalPushBytes. Best effort: a failure only leaves the fence's
+  // window open until the server's own writes pass it.
+  void PushWalPast(uint64_t target);
 };
 
 bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
@@ -632,7 +645,91 @@ bool ReplicationStream::Impl::WaitOrStop(std::chrono::milliseconds delay) {
   return false;
 }
 
-std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor) {
+void ReplicationStream::Impl::ResetHistory(uint64_t new_floor,
+                                           uint64_t next_xid) {
+  // The old server may have written past what it sent, and a list may have
+  // read there: fence a margin beyond what walwatch saw of it.
+  constexpr uint64_t kFenceMargin = uint64_t{16} << 20;
+  const uint64_t old_current = log->current_rv();
+  const uint64_t seen =
+      std::max({old_current, stats->server_wal_end.load(), last_received});
+  const uint64_t fence_hi = seen + kFenceMargin;
+  LogError(
+      "PostgreSQL's WAL is behind what walwatch has served (a failover to a "
+      "server that was behind, or another server at the same address); "
+      "every watcher must relist, and resourceVersions in the fence are "
+      "refused from now on",
+      {{"slot", opt.slot},
+       {"new_slot_position", FormatLsn(new_floor)},
+       {"served_up_to", FormatLsn(old_current)},
+       {"fence_from", FormatLsn(new_floor + 1)},
+       {"fence_to", FormatLsn(fence_hi)}});
+  log->ResetHistory(new_floor, fence_hi, next_xid);
+  xid_reference = next_xid;
+  ++stats->barriers;
+  ++stats->history_resets;
+  // Positions of the old history, which only ever grow: the new history's
+  // transactions below them must not be taken for ones already seen, nor a
+  // flush past the new server's WAL be confirmed to it.
+  assembler.set_last_commit_lsn(new_floor);
+  flush_sent = 0;
+  last_received = 0;
+  stats->received_lsn = 0;
+  stats->decoded_lsn = new_floor;
+  stats->server_wal_end = 0;
+  stats->confirmed_lsn = 0;
+  PushWalPast(fence_hi);
+}
+
+void ReplicationStream::Impl::PushWalPast(uint64_t target) {
+  constexpr uint64_t kMaxWalPushBytes = uint64_t{256} << 20;
+  constexpr uint64_t kChunkBytes = uint64_t{16} << 20;
+  PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    LogWarn("cannot push the WAL past the fence; its window stays open",
+            {{"error", ExplainPgError(PgError(conn.get()))}});
+    return;
+  }
+  uint64_t pushed = 0;
+  while (!stop.raised()) {
+    std::string err;
+    PgResult r = PgQuery(conn.get(), "SELECT pg_current_wal_insert_lsn()::text",
+                         {}, &err, &stop);
+    if (!r || PQntuples(r.get()) != 1) {
+      LogWarn("cannot push the WAL past the fence; its window stays open",
+              {{"error", err}});
+      return;
+    }
+    uint64_t insert = ParseLsn(PQgetvalue(r.get(), 0, 0)).value_or(0);
+    if (insert > target) {
+      LogInfo("pushed the WAL past the fence",
+              {{"insert_lsn", FormatLsn(insert)}, {"bytes", pushed}});
+      return;
+    }
+    if (pushed >= kMaxWalPushBytes) {
+      LogWarn(
+          "the fence is too far ahead to push the WAL past it; new "
+          "resourceVersions stay in it until the server's writes pass it",
+          {{"insert_lsn", FormatLsn(insert)}, {"fence_to", FormatLsn(target)}});
+      return;
+    }
+    const uint64_t chunk = std::min(kChunkBytes, target - insert + 1);
+    PgResult e = PgQuery(
+        conn.get(),
+        "SELECT pg_logical_emit_message(false, "
+        "'walwatch.clusterpedia.io/wal-push', repeat('x', $1::int))",
+        {std::to_string(chunk)}, &err, &stop);
+    if (!e || PQresultStatus(e.get()) != PGRES_TUPLES_OK) {
+      LogWarn("cannot push the WAL past the fence; its window stays open",
+              {{"error", e ? PgResultError(e.get()) : err}});
+      return;
+    }
+    pushed += chunk;
+  }
+}
+
+std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor,
+                                                  uint64_t* next_xid) {
   PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     return ExplainPgError(PgError(conn.get()));
@@ -654,6 +751,19 @@ std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor) {
     return err;
   }
   *new_floor = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  // As at startup: a transaction with an xid at or above xmax, read after
+  // the slot's position, commits after it.
+  std::string err;
+  PgResult snap = PgQuery(conn.get(), "SELECT pg_current_snapshot()::text", {},
+                          &err, &stop);
+  if (!snap || PQntuples(snap.get()) != 1) {
+    return "cannot read pg_current_snapshot(): " + err;
+  }
+  EventLog::Snapshot parsed;
+  if (!EventLog::ParseSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
+    return "cannot parse pg_current_snapshot()";
+  }
+  *next_xid = parsed.xmax;
   return "";
 }
 
@@ -682,10 +792,13 @@ void ReplicationStream::Run(EventLog* log) {
         // slot itself (the message's first line does not say why, and its
         // wording depends on lc_messages).
         if (m.start_failed_after_connect || SlotIsGone(err)) {
-          uint64_t new_floor = 0;
-          std::string rerr = m.RecreateSlot(&new_floor);
+          uint64_t new_floor = 0, next_xid = 0;
+          std::string rerr = m.RecreateSlot(&new_floor, &next_xid);
           if (!rerr.empty()) {
             LogError("cannot recreate the replication slot", {{"error", rerr}});
+          } else if (new_floor != 0 && new_floor < log->current_rv()) {
+            ++stats_.slot_recreations;
+            m.ResetHistory(new_floor, next_xid);
           } else if (new_floor != 0) {
             ++stats_.slot_recreations;
             uint64_t barrier = std::max(new_floor, log->current_rv() + 1);

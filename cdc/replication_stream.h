@@ -64,6 +64,8 @@ struct ReplicationStats {
   // busy decoding (ReplicationStream::Impl::WalsenderBusy).
   std::atomic<uint64_t> busy_walsender_waits{0};
   std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
+  // Slots recreated below what walwatch had served (EventLog::ResetHistory).
+  std::atomic<uint64_t> history_resets{0};
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.
   std::atomic<uint64_t> received_lsn{0};     // last XLogData start

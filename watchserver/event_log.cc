@@ -97,6 +97,41 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   for (auto& w : wake) w();
 }
 
+void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                            uint64_t next_xid) {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const EventPtr& e : events_) {
+      DischargeLocked(*e);
+      if (e->last_in_txn) ++evicted_transactions_;
+    }
+    max_evicted_xid_ = 0;
+    classifiable_from_xid_ = next_xid;
+    // Every cursor, a watcher's at the tail too, is now behind the log.
+    first_seq_ += events_.size() + 1;
+    barrier_end_seq_ = first_seq_;
+    wake_all_keyed_ = true;
+    events_.clear();
+    offsets_.clear();
+    bytes_ = 0;
+    fence_hi = std::max(fence_hi, current_rv_);
+    fence_lo_ = fence_hi_ == 0 ? new_floor : std::min(fence_lo_, new_floor);
+    fence_hi_ = std::max(fence_hi_, fence_hi);
+    floor_rv_ = new_floor;
+    current_rv_ = new_floor;
+    ++barriers_;
+    wake = TakeWaitersLocked();
+    TakeRvWaitersLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+bool EventLog::Fenced(uint64_t rv) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FencedLocked(rv);
+}
+
 void EventLog::AdvanceCurrentRv(uint64_t rv) {
   std::vector<std::function<void()>> wake;
   {
@@ -237,6 +272,10 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
   // its xid is >= xmin); but a barrier without xids (a slot lost or moved)
   // skipped transactions nobody can classify.
   if (insert_lsn > 0 && insert_lsn - 1 < floor_rv_) {
+    return {HandoffStatus::kExpired, 0};
+  }
+  // A list whose position PostgreSQL's other history may also have had.
+  if (insert_lsn > 0 && FencedLocked(insert_lsn - 1)) {
     return {HandoffStatus::kExpired, 0};
   }
   // Transactions committed at or after insert_lsn began their commit after
@@ -436,7 +475,7 @@ uint64_t EventLog::SkipOtherResourcesLocked(
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (rv < floor_rv_) return {SeekStatus::kExpired, 0};
+  if (rv < floor_rv_ || FencedLocked(rv)) return {SeekStatus::kExpired, 0};
   // Events are ordered by commit_lsn; the first with commit_lsn > rv starts
   // the first transaction the watcher has not seen completely.
   auto it = std::partition_point(

@@ -70,6 +70,18 @@ class EventLog {
   // `xid`: the full xid of the transaction that caused it (0 if none).
   void AppendBarrier(uint64_t commit_lsn, uint64_t xid = 0);
 
+  // Replication thread only. PostgreSQL's history went back: the slot was
+  // recreated at `new_floor`, below current_rv (a failover to a server that
+  // was behind, or another server at the same address). Drops everything as
+  // a barrier does, moves floor_rv and current_rv back to new_floor, and
+  // fences (new_floor, fence_hi]: an RV there may name a position of either
+  // history, so from now on Seek answers kExpired for it and Handoff refuses
+  // an insert LSN there. fence_hi must be at least the old current_rv.
+  // The old history's xids say nothing of the new one's: what was evicted
+  // is forgotten, and next_xid (read after the new slot was made, as at
+  // startup) becomes SetClassifiableFromXid's.
+  void ResetHistory(uint64_t new_floor, uint64_t fence_hi, uint64_t next_xid);
+
   // Replication thread only. The stream has passed `rv`: a transaction with
   // no events for the log (for example one on another table) committed at
   // it, or the server reported that it has decoded everything before rv+1.
@@ -186,6 +198,8 @@ class EventLog {
   uint64_t tail_seq() const;   // seq the next appended event will get
   uint64_t current_rv() const; // commit LSN of the last transaction seen
   uint64_t floor_rv() const;
+  // Whether `rv` lies in a fence left by ResetHistory.
+  bool Fenced(uint64_t rv) const;
 
   struct Stats {
     size_t events;
@@ -260,6 +274,13 @@ class EventLog {
   // lowest xid known to commit after the log starts.
   uint64_t max_evicted_xid_ = 0;        // GUARDED_BY(mu_)
   uint64_t classifiable_from_xid_ = 0;  // GUARDED_BY(mu_)
+  // RVs in (fence_lo_, fence_hi_] are ambiguous (ResetHistory); none if
+  // fence_hi_ is 0. Several resets widen one fence.
+  uint64_t fence_lo_ = 0;  // GUARDED_BY(mu_)
+  uint64_t fence_hi_ = 0;  // GUARDED_BY(mu_)
+  bool FencedLocked(uint64_t rv) const {
+    return rv > fence_lo_ && rv <= fence_hi_;
+  }
 };
 
 }  // namespace walwatch

@@ -83,6 +83,12 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
           "Rows that could not become watch events.", s.row_errors);
   counter("walwatch_reconnects_total",
           "Successful reconnections to PostgreSQL.", s.reconnects);
+  counter("walwatch_history_resets_total",
+          "Replication slots recreated below what walwatch had served: "
+          "PostgreSQL's history went back (a failover to a server that was "
+          "behind). Every watcher relisted; a fence refuses the ambiguous "
+          "resourceVersions.",
+          s.history_resets);
   counter("walwatch_busy_walsender_waits_total",
           "Replication timeouts not taken as a dead connection: the walsender "
           "was busy decoding a large transaction of other tables.",

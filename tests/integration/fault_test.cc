@@ -1190,6 +1190,95 @@ TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
   EXPECT_TRUE(lost.empty()) << lost[0].dump();
 }
 
+// PostgreSQL 15 has no failover slots: after a failover to a standby that
+// was behind, the slot is missing and walwatch recreates it on a server
+// whose WAL lies below what walwatch has served. Here the old primary is A
+// (pushed ahead), the server failed over to is B (a fresh cluster, behind),
+// and walwatch has both in one multi-host conninfo.
+TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
+  StartCluster();  // A
+  for (int i = 0; i < 4; ++i) {
+    db().Exec(
+        "SELECT pg_logical_emit_message(false, 'test', repeat('x', 16777216))");
+  }
+  auto b = std::make_unique<FaultCluster>(FaultCluster::Options{});
+  {
+    PgConnection admin(b->Conninfo("postgres"));
+    admin.Exec(std::string("CREATE DATABASE ") + kDb);
+  }
+  PgConnection bdb(b->Conninfo(kDb));
+  bdb.Exec(ReadFileOrThrow(SchemaPath()));
+  auto o = Options();
+  o.conninfo = "host=" + cluster_->dir() + "," + b->dir() +
+               " port=5432,5432 dbname=" + kDb + " user=postgres";
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+
+  // A watch that has seen A's last event.
+  WatchClient on_a;
+  ASSERT_TRUE(on_a.Open(ww->socket_path(),
+                        "/api/v1/pods?watch=1&resourceVersion=" +
+                            std::to_string(Marker()),
+                        In(seconds(20))));
+  ASSERT_EQ(on_a.status(), 200) << on_a.body();
+  InsertRow(db(), Pod("a", "a", "pod-on-a"));
+  WatchEvent last_on_a;
+  ASSERT_TRUE(on_a.NextEvent(&last_on_a, In(seconds(20))));
+  ASSERT_EQ(last_on_a.name(), "pod-on-a") << last_on_a.raw;
+  const uint64_t old_rv = last_on_a.rv();
+  ASSERT_GT(old_rv, ParseLsn(bdb.QueryValue(
+                        "SELECT pg_current_wal_insert_lsn()::text")))
+      << "B must be behind A for this test";
+
+  // The failover: A goes away, walwatch finds B without its slot.
+  db_.reset();
+  cluster_.reset();
+  WatchEvent error;
+  ASSERT_TRUE(on_a.NextEvent(&error, In(seconds(60))));
+  EXPECT_EQ(error.type, "ERROR") << error.raw;
+  EXPECT_EQ(error.object.value("code", 0), 410) << error.raw;
+  auto deadline = In(seconds(60));
+  while (Clock::now() < deadline &&
+         bdb.QueryValue("SELECT count(*) FROM pg_replication_slots WHERE "
+                        "slot_name = '" +
+                        std::string(kSlot) + "' AND active") != "1") {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_LT(Clock::now(), deadline) << "walwatch never streamed from B";
+  EXPECT_EQ(LogLines(*ww,
+                     "PostgreSQL's WAL is behind what walwatch has served (a "
+                     "failover to a server that was behind, or another "
+                     "server at the same address); every watcher must "
+                     "relist, and resourceVersions in the fence are refused "
+                     "from now on")
+                .size(),
+            1u);
+
+  // B's transactions reach a new watch: none is taken for one of A's.
+  WatchClient on_b;
+  ASSERT_TRUE(on_b.Open(ww->socket_path(), "/api/v1/pods?watch=1",
+                        In(seconds(20))));
+  ASSERT_EQ(on_b.status(), 200) << on_b.body();
+  InsertRow(bdb, Pod("b", "b", "pod-on-b"));
+  WatchEvent added;
+  ASSERT_TRUE(on_b.NextEvent(&added, In(seconds(20))));
+  EXPECT_EQ(added.type, "ADDED") << added.raw;
+  EXPECT_EQ(added.name(), "pod-on-b") << added.raw;
+  EXPECT_GT(added.rv(), old_rv) << "new RVs must lie past the fence";
+
+  // An RV of A's history names no position of B's: relist.
+  WatchClient resume;
+  ASSERT_TRUE(resume.Open(ww->socket_path(),
+                          "/api/v1/pods?watch=1&resourceVersion=" +
+                              std::to_string(old_rv),
+                          In(seconds(20))));
+  ASSERT_EQ(resume.status(), 200) << resume.body();
+  WatchEvent expired;
+  ASSERT_TRUE(resume.NextEvent(&expired, In(seconds(20))));
+  EXPECT_EQ(expired.type, "ERROR") << expired.raw;
+  EXPECT_EQ(expired.object.value("code", 0), 410) << expired.raw;
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {

@@ -523,6 +523,57 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
 // A barrier without xids (the slot lost or moved by someone else) skipped
 // transactions whose xids nobody knows: a snapshot taken before it cannot be
 // handed off, whatever its xmin says.
+// A history that went back (a failover to a server that was behind): the
+// log restarts below what it had served, every cursor expires, and an RV
+// between the new floor and the old position is refused for good, since it
+// may name a position of either history.
+TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
+  const uint64_t tail = log_.tail_seq();
+  const uint64_t old_current = log_.current_rv();
+  ASSERT_GT(old_current, 250u);
+  int woken = 0;
+  log_.WaitForAppend(tail, [&] { ++woken; });
+  log_.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10,
+                    /*next_xid=*/40);
+  EXPECT_EQ(woken, 1);
+  std::vector<EventPtr> out;
+  EXPECT_EQ(log_.Read(tail, 10, &out), EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(log_.floor_rv(), 150u);
+  EXPECT_EQ(log_.current_rv(), 150u);
+  EXPECT_EQ(log_.GetStats().events, 0u);
+  EXPECT_EQ(log_.GetStats().bytes, 0u);
+  EXPECT_EQ(log_.GetStats().barriers, 1u);
+  // Below the floor, and inside the fence: expired. The new floor itself
+  // (where new watches start) and past the fence: fine.
+  EXPECT_EQ(log_.Seek(149).status, EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(log_.Seek(150).status, EventLog::SeekStatus::kOk);
+  for (uint64_t rv : {uint64_t{151}, old_current, old_current + 10}) {
+    EXPECT_EQ(log_.Seek(rv).status, EventLog::SeekStatus::kExpired) << rv;
+    EXPECT_TRUE(log_.Fenced(rv)) << rv;
+  }
+  EXPECT_FALSE(log_.Fenced(old_current + 11));
+
+  // The new history goes on from the floor: its transactions below the old
+  // position are kept (not taken for ones already seen) and readable from
+  // the floor.
+  maker_.prev = 150;
+  ASSERT_EQ(log_.AppendTransaction(200, maker_.Make(200, 1)),
+            EventLog::AppendResult::kAppended);
+  EXPECT_EQ(ReadAll(log_, log_.Seek(150).seq).size(), 1u);
+  EXPECT_EQ(log_.current_rv(), 200u);
+  // Once past the fence, RVs are unambiguous again.
+  log_.AdvanceCurrentRv(old_current + 20);
+  EXPECT_EQ(log_.Seek(old_current + 20).status, EventLog::SeekStatus::kOk);
+
+  // A handoff whose list position lies in the fence is refused.
+  EventLog::Snapshot snapshot;
+  ASSERT_TRUE(EventLog::ParseSnapshot("5000:5000:", &snapshot));
+  EXPECT_EQ(log_.Handoff(snapshot, 201).status,
+            EventLog::HandoffStatus::kExpired);
+  EXPECT_EQ(log_.Handoff(snapshot, old_current + 20).status,
+            EventLog::HandoffStatus::kExact);
+}
+
 TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
   EventLog log(kBig, 10);
   ASSERT_TRUE(AppendOneRow(&log, 20, 100));
