@@ -40,7 +40,11 @@ bool SlotMonitor::PollOnce(void* c) {
       "(SELECT coalesce(wal_status, '') || ':' || "
       "coalesce((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
       "ELSE pg_current_wal_lsn() END) - restart_lsn, 0)::bigint::text "
-      "FROM pg_replication_slots WHERE slot_name = $1)",
+      "FROM pg_replication_slots WHERE slot_name = $1), "
+      // The slot's walsender as pg_stat_replication sees it: 'async', or
+      // a synchronous standby's state.
+      "(SELECT r.sync_state FROM pg_stat_replication r JOIN "
+      "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1)",
       {options_.slot}, &err, stop_signal_.get());
   if (!r) {
     if (stop_signal_->raised()) return false;
@@ -59,6 +63,18 @@ bool SlotMonitor::PollOnce(void* c) {
     retained = std::stoull(v.substr(colon + 1));
   }
   retained_bytes_ = retained;
+  const std::string sync_state =
+      PQgetisnull(r.get(), 0, 2) ? "" : PQgetvalue(r.get(), 0, 2);
+  const bool synchronous = !sync_state.empty() && sync_state != "async";
+  if (synchronous && !synchronous_) {
+    LogError(
+        "walwatch's walsender is a synchronous standby: "
+        "synchronous_standby_names matches its application_name, so commits "
+        "wait for the flush walwatch confirms, which lags by the replay "
+        "window; exclude walwatch from synchronous_standby_names",
+        {{"slot", options_.slot}, {"sync_state", sync_state}});
+  }
+  synchronous_ = synchronous;
   {
     std::lock_guard<std::mutex> lock(mu_);
     wal_status_ = status;

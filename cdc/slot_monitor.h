@@ -2,7 +2,9 @@
 // the replication stream cannot see: the server's WAL position (for the
 // replication lag) and the slot's retained WAL and wal_status. It warns in the
 // log when the slot retains more than a threshold: a stopped or slow consumer
-// keeps WAL until the disk is full unless max_slot_wal_keep_size is set.
+// keeps WAL until the disk is full unless max_slot_wal_keep_size is set. It
+// also reports, with an error in the log, a walsender that
+// synchronous_standby_names made a synchronous standby.
 //
 // Thread safety: Start/Stop from one thread; the accessors from any.
 #ifndef WALWATCH_CDC_SLOT_MONITOR_H_
@@ -40,6 +42,9 @@ class SlotMonitor {
   // 0 until the first successful poll.
   uint64_t server_wal_lsn() const { return server_wal_lsn_.load(); }
   uint64_t retained_bytes() const { return retained_bytes_.load(); }
+  // Whether the slot's walsender is a synchronous standby (sync_state other
+  // than async): then commits on the server wait for walwatch's flush.
+  bool synchronous() const { return synchronous_.load(); }
   // reserved, extended, unreserved, lost; "missing" if the slot is gone;
   // "" before the first poll.
   std::string wal_status() const;
@@ -53,6 +58,7 @@ class SlotMonitor {
   std::atomic<uint64_t> server_wal_lsn_{0};
   std::atomic<uint64_t> retained_bytes_{0};
   std::atomic<uint64_t> poll_errors_{0};
+  std::atomic<bool> synchronous_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;          // GUARDED_BY(mu_)

@@ -135,6 +135,11 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
               "WAL the replication slot keeps on the server (current WAL "
               "position minus restart_lsn).",
               [&monitor] { return static_cast<double>(monitor.retained_bytes()); });
+  m->AddGauge("walwatch_walsender_synchronous",
+              "1 while the slot's walsender is a synchronous standby "
+              "(synchronous_standby_names matches walwatch): commits then wait "
+              "for walwatch's confirmed flush.",
+              [&monitor] { return monitor.synchronous() ? 1.0 : 0.0; });
   for (const char* status :
        {"reserved", "extended", "unreserved", "lost", "missing"}) {
     m->AddLabeledGauge("walwatch_slot_wal_status",

@@ -1279,6 +1279,34 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
   EXPECT_EQ(expired.object.value("code", 0), 410) << expired.raw;
 }
 
+// synchronous_standby_names = '*' makes walwatch's walsender a synchronous
+// standby, and every commit then waits for the flush walwatch confirms,
+// which lags by the replay window. walwatch cannot prevent it; it says so,
+// in its log and a gauge. (--replay-window 0s keeps the test's own commits
+// from waiting long.)
+TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
+  StartCluster();  // its own commits must not wait for a standby
+  db().Exec("ALTER SYSTEM SET synchronous_standby_names = '*'");
+  db().Exec("SELECT pg_reload_conf()");
+  auto o = Options();
+  o.extra_args = {"--replay-window=0s"};
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  const std::string msg =
+      "walwatch's walsender is a synchronous standby: "
+      "synchronous_standby_names matches its application_name, so commits "
+      "wait for the flush walwatch confirms, which lags by the replay "
+      "window; exclude walwatch from synchronous_standby_names";
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline && LogLines(*ww, msg).empty()) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(LogLines(*ww, msg).size(), 1u);
+  EXPECT_EQ(db().QueryValue("SELECT sync_state FROM pg_stat_replication "
+                            "WHERE application_name = 'walwatch'"),
+            "sync");
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {
