@@ -109,6 +109,9 @@ struct ReplicationStream::Impl {
   PgStop stop;
   std::atomic<bool> keepalive_wanted{false};
   bool start_failed_after_connect = false;
+  // The SQLSTATE of the last START_REPLICATION error ("" if none, or if the
+  // connection failed before an answer).
+  std::string start_sqlstate;
   uint64_t xid_reference = 0;  // a recent full xid, to widen 32-bit ones
 
   uint64_t WidenXid(uint32_t xid);
@@ -163,6 +166,9 @@ bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
   return true;
 }
 
+// How long startup waits for a slot active in another process.
+constexpr std::chrono::seconds kSlotBusyStartupWait{150};
+
 ReplicationStream::ReplicationStream(ReplicationOptions options,
                                      ResourceCatalog* catalog)
     : impl_(std::make_unique<Impl>(std::move(options), catalog, &stats_,
@@ -210,8 +216,13 @@ std::string ReplicationStream::Impl::StartStreaming() {
       QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
   std::string err;
   PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop);
+  start_sqlstate.clear();
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
-    if (res) err = PgResultError(res.get());
+    if (res) {
+      err = PgResultError(res.get());
+      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+      if (state != nullptr) start_sqlstate = state;
+    }
     if (err.empty()) err = PgError(repl.get());
     err = ExplainPgError(err);
     repl.reset();
@@ -292,7 +303,30 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
   // after confirmed_flush, so the stream continues after confirmed_flush-1.
   start->floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
   m.assembler.set_last_commit_lsn(start->floor_rv);
-  if (std::string err = m.StartStreaming(); !err.empty()) return err;
+  // 55006: the slot is active in another process. After a node was lost,
+  // that is the previous walwatch's walsender, which lives on until
+  // wal_sender_timeout ends it (or TCP gives up on its client): wait for
+  // it rather than exit into a crash-loop backoff. A second walwatch with
+  // the same slot name keeps it for good, and is told so in the end.
+  const auto give_up = std::chrono::steady_clock::now() + kSlotBusyStartupWait;
+  for (int attempt = 1;; ++attempt) {
+    std::string err = m.StartStreaming();
+    if (err.empty()) break;
+    if (m.start_sqlstate != "55006" ||
+        std::chrono::steady_clock::now() >= give_up) {
+      if (m.start_sqlstate == "55006") {
+        err += " (still active after " +
+               std::to_string(kSlotBusyStartupWait.count()) +
+               " s: is another walwatch using the same slot name?)";
+      }
+      return err;
+    }
+    LogWarn("the replication slot is active in another process; waiting for "
+            "it to end (a previous walwatch's walsender lives until "
+            "wal_sender_timeout)",
+            {{"slot", m.opt.slot}, {"attempt", attempt}, {"error", err}});
+    if (!m.WaitOrStop(std::chrono::seconds(2))) return "stopped";
+  }
   LogInfo("streaming",
           {{"slot", m.opt.slot},
            {"table", m.opt.mapping.QualifiedTable()},

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/support/fault.h"
@@ -1305,6 +1306,51 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
   EXPECT_EQ(db().QueryValue("SELECT sync_state FROM pg_stat_replication "
                             "WHERE application_name = 'walwatch'"),
             "sync");
+}
+
+// A node is lost: the new walwatch starts while the old one's walsender
+// still holds the slot (until wal_sender_timeout). walwatch waits for the
+// slot instead of exiting into the kubelet's crash-loop backoff. Here
+// another replication connection holds the slot for a few seconds.
+TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
+  StartCluster();
+  db().Exec("SELECT pg_create_logical_replication_slot('" +
+            std::string(kSlot) + "', 'wal2json')");
+  PGconn* holder = PQconnectdb((Conninfo() + " replication=database").c_str());
+  ASSERT_EQ(PQstatus(holder), CONNECTION_OK) << PQerrorMessage(holder);
+  PGresult* started = PQexec(
+      holder, ("START_REPLICATION SLOT " + std::string(kSlot) +
+               " LOGICAL 0/0 (\"format-version\" '2')")
+                  .c_str());
+  ASSERT_EQ(PQresultStatus(started), PGRES_COPY_BOTH)
+      << PQerrorMessage(holder);
+  PQclear(started);
+  std::atomic<bool> released{false};
+  std::thread release([&] {
+    std::this_thread::sleep_for(seconds(6));
+    PQfinish(holder);
+    released = true;
+  });
+  auto* ww = Launch(Options());
+  release.join();
+  ASSERT_NE(ww, nullptr) << "walwatch did not wait for the slot";
+  EXPECT_TRUE(released);
+  EXPECT_FALSE(LogLines(*ww,
+                        "the replication slot is active in another process; "
+                        "waiting for it to end (a previous walwatch's "
+                        "walsender lives until wal_sender_timeout)")
+                   .empty());
+  // And it streams.
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(ww->socket_path(),
+                         "/api/v1/pods?watch=1&resourceVersion=" +
+                             std::to_string(Marker()),
+                         In(seconds(20))));
+  ASSERT_EQ(watch.status(), 200) << watch.body();
+  InsertRow(db(), Pod("a", "a", "after-the-wait"));
+  WatchEvent added;
+  ASSERT_TRUE(watch.NextEvent(&added, In(seconds(20))));
+  EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
 }
 
 // --- 8: DDL ----------------------------------------------------------------------
