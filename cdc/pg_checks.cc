@@ -131,14 +131,15 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
   return "";
 }
 
-std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out) {
+std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
+                     const PgStop* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn,
       "SELECT coalesce(plugin, ''), coalesce(database::text, ''), "
       "coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, ''), "
       "current_database() FROM pg_replication_slots WHERE slot_name = $1",
-      {slot}, &err);
+      {slot}, &err, stop);
   if (!r) return "cannot read replication slot " + slot + ": " + err;
   *out = SlotState();
   if (PQntuples(r.get()) == 0) return "";
@@ -165,19 +166,21 @@ std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out) {
   return "";
 }
 
-std::string CreateSlot(PGconn* conn, const std::string& slot) {
+std::string CreateSlot(PGconn* conn, const std::string& slot,
+                       const PgStop* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn, "SELECT pg_create_logical_replication_slot($1, 'wal2json')",
-      {slot}, &err);
+      {slot}, &err, stop);
   if (!r) return "cannot create replication slot " + slot + ": " + ExplainPgError(err);
   return "";
 }
 
-std::string DropSlot(PGconn* conn, const std::string& slot) {
+std::string DropSlot(PGconn* conn, const std::string& slot,
+                     const PgStop* stop) {
   std::string err;
   PgResult r = PgQuery(conn, "SELECT pg_drop_replication_slot($1)", {slot},
-                       &err);
+                       &err, stop);
   if (!r) return "cannot drop replication slot " + slot + ": " + err;
   return "";
 }

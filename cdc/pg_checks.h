@@ -13,6 +13,7 @@
 
 namespace walwatch {
 
+class PgStop;
 class ResourceCatalog;
 
 // Adds the fix to a PostgreSQL error message walwatch knows the cause of
@@ -30,9 +31,15 @@ struct SlotState {
   uint64_t confirmed_flush = 0;
   std::string wal_status;  // reserved, extended, unreserved, lost
 };
-std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out);
-std::string CreateSlot(PGconn* conn, const std::string& slot);
-std::string DropSlot(PGconn* conn, const std::string& slot);
+// With `stop`, a wait for the server ends once it is raised (creating a
+// slot waits for every transaction running at the time, which an idle
+// session in a transaction can hold open indefinitely).
+std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
+                     const PgStop* stop = nullptr);
+std::string CreateSlot(PGconn* conn, const std::string& slot,
+                       const PgStop* stop = nullptr);
+std::string DropSlot(PGconn* conn, const std::string& slot,
+                     const PgStop* stop = nullptr);
 
 // Adds every (group, version, resource) of the table to `catalog`.
 std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,

@@ -769,19 +769,19 @@ std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor,
     return ExplainPgError(PgError(conn.get()));
   }
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot); !err.empty()) {
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop); !err.empty()) {
     return err;
   }
   if (slot.exists && slot.wal_status != "lost") return "";  // came back
   if (slot.exists) {
-    if (std::string err = DropSlot(conn.get(), opt.slot); !err.empty()) {
+    if (std::string err = DropSlot(conn.get(), opt.slot, &stop); !err.empty()) {
       return err;
     }
   }
-  if (std::string err = CreateSlot(conn.get(), opt.slot); !err.empty()) {
+  if (std::string err = CreateSlot(conn.get(), opt.slot, &stop); !err.empty()) {
     return err;
   }
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot); !err.empty()) {
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop); !err.empty()) {
     return err;
   }
   *new_floor = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;

@@ -834,6 +834,35 @@ class SlotLostTest : public FaultTest {
   }
 };
 
+// Creating a slot waits for every transaction running at the time; an idle
+// session in a transaction holds it open indefinitely. A walwatch that is
+// recreating its slot then must still stop on SIGTERM, not wait for it.
+TEST_F(SlotLostTest, SigtermWhileTheSlotIsBeingRecreatedStopsPromptly) {
+  StartCluster();
+  auto* ww = Launch(Options());
+  ASSERT_NE(ww, nullptr);
+  PgConnection open_txn(Conninfo());
+  open_txn.Exec("BEGIN");
+  open_txn.Exec("SELECT txid_current()");
+  ASSERT_TRUE(DropSlot(kSlot));
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline &&
+         db().QueryValue("SELECT count(*) FROM pg_stat_activity WHERE query "
+                         "LIKE '%pg_create_logical_replication_slot%' AND "
+                         "state = 'active' AND pid <> pg_backend_pid()") !=
+             "1") {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_LT(Clock::now(), deadline) << "walwatch never began recreating";
+  auto t0 = Clock::now();
+  ASSERT_EQ(kill(ww->pid(), SIGTERM), 0);
+  auto status = ww->WaitExit(seconds(15));
+  ASSERT_TRUE(status) << "walwatch did not stop while creating its slot";
+  EXPECT_TRUE(status->exited && status->exit_code == 0) << status->Describe();
+  EXPECT_LT(Clock::now() - t0, seconds(10));
+  open_txn.Exec("COMMIT");
+}
+
 TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
   StartCluster(SmallWalOptions());
   int metrics_port = FreeTcpPort();
