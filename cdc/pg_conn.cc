@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -115,11 +116,29 @@ namespace {
 // Waits until libpq has a whole result to give (!PQisBusy), reading the
 // socket as it becomes readable. False with *error if the connection broke
 // or `stop` was raised.
-bool WaitForResult(PGconn* conn, const PgStop* stop, std::string* error) {
+bool WaitForResult(PGconn* conn, const PgStop* stop,
+                   std::chrono::milliseconds timeout, std::string* error) {
+  using Clock = std::chrono::steady_clock;
+  const bool bounded = timeout.count() > 0;
+  const Clock::time_point deadline = Clock::now() + timeout;
   while (PQisBusy(conn)) {
     pollfd fds[2] = {{PQsocket(conn), POLLIN, 0},
                      {stop ? stop->fd() : -1, POLLIN, 0}};
-    int r = poll(fds, 2, stop && stop->fd() < 0 ? 100 : -1);
+    int wait_ms = stop && stop->fd() < 0 ? 100 : -1;
+    if (bounded) {
+      // Rounded up, so that the wait never ends before the deadline.
+      auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now())
+              .count();
+      if (left <= 0) {
+        *error = "no answer from the server within " +
+                 std::to_string(timeout.count()) + " ms";
+        return false;
+      }
+      wait_ms = wait_ms < 0 ? static_cast<int>(left)
+                            : std::min(wait_ms, static_cast<int>(left));
+    }
+    int r = poll(fds, 2, wait_ms);
     if (r < 0 && errno != EINTR) {
       *error = std::string("poll: ") + std::strerror(errno);
       return false;
@@ -138,10 +157,11 @@ bool WaitForResult(PGconn* conn, const PgStop* stop, std::string* error) {
 
 // Collects the results of the query just sent: the last one, or the first
 // COPY one (a COPY hands the connection over to the caller).
-PgResult CollectResults(PGconn* conn, const PgStop* stop, std::string* error) {
+PgResult CollectResults(PGconn* conn, const PgStop* stop,
+                        std::chrono::milliseconds timeout, std::string* error) {
   PgResult last;
   for (;;) {
-    if (!WaitForResult(conn, stop, error)) return nullptr;
+    if (!WaitForResult(conn, stop, timeout, error)) return nullptr;
     PgResult r(PQgetResult(conn));
     if (!r) break;
     ExecStatusType st = PQresultStatus(r.get());
@@ -158,7 +178,7 @@ PgResult CollectResults(PGconn* conn, const PgStop* stop, std::string* error) {
 
 PgResult PgQuery(PGconn* conn, const std::string& sql,
                  const std::vector<std::string>& params, std::string* error,
-                 const PgStop* stop) {
+                 const PgStop* stop, std::chrono::milliseconds timeout) {
   std::vector<const char*> p;
   for (const auto& s : params) p.push_back(s.c_str());
   if (!PQsendQueryParams(conn, sql.c_str(), static_cast<int>(p.size()),
@@ -166,7 +186,7 @@ PgResult PgQuery(PGconn* conn, const std::string& sql,
     *error = PgError(conn);
     return nullptr;
   }
-  PgResult res = CollectResults(conn, stop, error);
+  PgResult res = CollectResults(conn, stop, timeout, error);
   if (!res) return nullptr;
   ExecStatusType st = PQresultStatus(res.get());
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
@@ -178,12 +198,13 @@ PgResult PgQuery(PGconn* conn, const std::string& sql,
 }
 
 PgResult PgExecSimple(PGconn* conn, const std::string& sql,
-                      std::string* error, const PgStop* stop) {
+                      std::string* error, const PgStop* stop,
+                      std::chrono::milliseconds timeout) {
   if (!PQsendQuery(conn, sql.c_str())) {
     *error = PgError(conn);
     return nullptr;
   }
-  return CollectResults(conn, stop, error);
+  return CollectResults(conn, stop, timeout, error);
 }
 
 }  // namespace walwatch

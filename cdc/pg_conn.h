@@ -6,6 +6,7 @@
 #include <libpq-fe.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,16 +56,21 @@ class PgStop {
 // `stop` is raised (then *error is "stopped" and the connection must be
 // dropped: its answer is still on the way); without it, the wait is bounded
 // only by the connection's TCP settings (see ConnectPg).
+// With a non-zero `timeout`, a wait for the answer longer than that also
+// fails ("no answer from the server within N ms"), and the connection must
+// be dropped likewise.
 PgResult PgQuery(PGconn* conn, const std::string& sql,
                  const std::vector<std::string>& params, std::string* error,
-                 const PgStop* stop = nullptr);
+                 const PgStop* stop = nullptr,
+                 std::chrono::milliseconds timeout = {});
 
 // Sends `sql` with the simple query protocol (the only one a replication
 // connection speaks) and returns its last result, whatever its status, or
 // the COPY result that starts a COPY; nullptr with *error if the connection
 // failed or `stop` was raised.
 PgResult PgExecSimple(PGconn* conn, const std::string& sql,
-                      std::string* error, const PgStop* stop = nullptr);
+                      std::string* error, const PgStop* stop = nullptr,
+                      std::chrono::milliseconds timeout = {});
 
 }  // namespace walwatch
 

@@ -148,8 +148,11 @@ struct ReplicationStream::Impl {
 
 bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
   if (pid <= 0) return false;
+  // A live server answers at once; a partitioned one must not delay the
+  // reconnect by more than a few seconds.
+  constexpr int kSideSeconds = 5;
   PgConn side = ConnectPg(opt.conninfo, /*replication=*/false,
-                          opt.connect_timeout_seconds);
+                          std::min(opt.connect_timeout_seconds, kSideSeconds));
   if (PQstatus(side.get()) != CONNECTION_OK) return false;
   std::string err;
   // A walsender waits on these while it streams; busy, it waits on none
@@ -160,7 +163,7 @@ bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
       "WHERE pid = $1 AND backend_type = 'walsender' AND coalesce(wait_event, "
       "'') NOT IN ('WalSenderMain', 'WalSenderWaitForWAL', "
       "'WalSenderWriteData')",
-      {std::to_string(pid)}, &err, &stop);
+      {std::to_string(pid)}, &err, &stop, std::chrono::seconds(kSideSeconds));
   if (!r || PQntuples(r.get()) != 1) return false;
   *state = PQgetvalue(r.get(), 0, 0);
   return true;
@@ -194,7 +197,7 @@ std::string ReplicationStream::Impl::StartStreaming() {
         repl.get(),
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
         "WHERE slot_name = " + QuoteLiteral(opt.slot),
-        &err, &stop);
+        &err, &stop, opt.receive_timeout);
     if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
       if (r) err = PgResultError(r.get());
       repl.reset();
@@ -215,7 +218,9 @@ std::string ReplicationStream::Impl::StartStreaming() {
       "\"add-tables\" " +
       QuoteLiteral(opt.mapping.QualifiedTable()) + ")";
   std::string err;
-  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop);
+  // A server (or a proxy) that stops answering here would otherwise hold
+  // walwatch neither streaming nor reconnecting.
+  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop, opt.receive_timeout);
   start_sqlstate.clear();
   if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
     if (res) {
@@ -728,7 +733,7 @@ void ReplicationStream::Impl::PushWalPast(uint64_t target) {
   while (!stop.raised()) {
     std::string err;
     PgResult r = PgQuery(conn.get(), "SELECT pg_current_wal_insert_lsn()::text",
-                         {}, &err, &stop);
+                         {}, &err, &stop, std::chrono::seconds(30));
     if (!r || PQntuples(r.get()) != 1) {
       LogWarn("cannot push the WAL past the fence; its window stays open",
               {{"error", err}});
@@ -752,7 +757,7 @@ void ReplicationStream::Impl::PushWalPast(uint64_t target) {
         conn.get(),
         "SELECT pg_logical_emit_message(false, "
         "'walwatch.clusterpedia.io/wal-push', repeat('x', $1::int))",
-        {std::to_string(chunk)}, &err, &stop);
+        {std::to_string(chunk)}, &err, &stop, std::chrono::seconds(60));
     if (!e || PQresultStatus(e.get()) != PGRES_TUPLES_OK) {
       LogWarn("cannot push the WAL past the fence; its window stays open",
               {{"error", e ? PgResultError(e.get()) : err}});

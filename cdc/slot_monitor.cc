@@ -28,6 +28,10 @@ std::string SlotMonitor::wal_status() const {
   return wal_status_;
 }
 
+// A poll the server does not answer within this long counts as failed,
+// and the connection is reopened: the gauges would otherwise go stale.
+constexpr std::chrono::seconds kPollTimeout{10};
+
 bool SlotMonitor::PollOnce(void* c) {
   PGconn* conn = static_cast<PGconn*>(c);
   std::string err;
@@ -45,7 +49,7 @@ bool SlotMonitor::PollOnce(void* c) {
       // a synchronous standby's state.
       "(SELECT r.sync_state FROM pg_stat_replication r JOIN "
       "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1)",
-      {options_.slot}, &err, stop_signal_.get());
+      {options_.slot}, &err, stop_signal_.get(), kPollTimeout);
   if (!r) {
     if (stop_signal_->raised()) return false;
     ++poll_errors_;
@@ -101,7 +105,8 @@ void SlotMonitor::Loop() {
         conn.reset();
       }
     }
-    if (conn) PollOnce(conn.get());
+    // A failed poll may leave its query pending (a timeout): start over.
+    if (conn && !PollOnce(conn.get())) conn.reset();
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
       return;

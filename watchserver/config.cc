@@ -293,7 +293,9 @@ const Flag kFlags[] = {
      true},
     {"replication-timeout", Group::kPostgreSql, "DURATION",
      "A replication connection that carries no message for this long is "
-     "taken as dead (a silent network partition) and reopened; at least 5s.",
+     "taken as dead (a silent network partition) and reopened, unless its "
+     "walsender is seen busy decoding (asked on another connection, within "
+     "5s); also bounds the commands that start streaming. At least 5s.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        return ParseDurationAtLeast(t, std::chrono::seconds(5),
