@@ -899,4 +899,6 @@ void ReplicationStream::RequestKeepalive() {
 
 void ReplicationStream::Stop() { impl_->stop.Raise(); }
 
+bool ReplicationStream::stop_requested() const { return impl_->stop.raised(); }
+
 }  // namespace walwatch

@@ -99,8 +99,11 @@ class ReplicationStream {
   // Streams into `log` until Stop(). Reconnects on errors.
   void Run(EventLog* log);
 
-  // Ends Run(): sends a last status update and closes the connection.
+  // Ends Run(): sends a last status update and closes the connection. Also
+  // ends Prepare()'s wait for a slot active elsewhere. Async-signal-safe.
   void Stop();
+  // Whether Stop() was called.
+  bool stop_requested() const;
 
   // Asks the server for a keepalive now (a status update with
   // replyRequested), so that the EventLog's current RV catches up with the

@@ -35,6 +35,15 @@ extern char** environ;
 namespace walwatch {
 namespace {
 
+// Until the io_context's signal_set takes SIGTERM and SIGINT (once serving),
+// they stop the startup cleanly: waiting for a slot held by another
+// walsender can last minutes. ReplicationStream::Stop is async-signal-safe
+// (an atomic store and a write to an eventfd).
+ReplicationStream* g_starting_stream = nullptr;
+extern "C" void OnStartupSignal(int) {
+  if (g_starting_stream != nullptr) g_starting_stream->Stop();
+}
+
 int Fatal(const std::string& msg) {
   LogError(msg);
   return 1;
@@ -201,14 +210,21 @@ int Main(int argc, char** argv) {
     return Fatal(e);
   }
 
-  // Block the signals in every thread; the io_context's signal_set takes
-  // them.
   ResourceCatalog catalog;
   ReplicationStream replication(repl_options, &catalog);
+  g_starting_stream = &replication;
+  struct sigaction startup_action = {};
+  startup_action.sa_handler = OnStartupSignal;
+  sigemptyset(&startup_action.sa_mask);
+  sigaction(SIGTERM, &startup_action, nullptr);
+  sigaction(SIGINT, &startup_action, nullptr);
   ReplicationStream::StartPosition start;
-  if (std::string e = replication.Prepare(&start); !e.empty()) {
-    return Fatal(e);
+  std::string prepared = replication.Prepare(&start);
+  if (replication.stop_requested()) {
+    LogInfo("stopped before streaming");
+    return 0;
   }
+  if (!prepared.empty()) return Fatal(prepared);
   EventLog log(config.max_log_bytes, start.floor_rv);
   log.SetClassifiableFromXid(start.next_xid);
 
@@ -291,6 +307,9 @@ int Main(int argc, char** argv) {
     ops.Stop();
     replication.Stop();
   });
+  // A signal that came after Prepare and before the signal_set went to the
+  // startup handler, which only stopped the stream: shut down the same way.
+  if (replication.stop_requested()) raise(SIGTERM);
 
   std::vector<std::thread> threads;
   for (int i = 1; i < config.http_threads; ++i) {

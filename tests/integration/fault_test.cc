@@ -1382,6 +1382,38 @@ TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
   EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
 }
 
+// SIGTERM while startup waits for the slot: a clean exit, not death by the
+// signal's default action.
+TEST_F(FaultTest, SigtermWhileStartupWaitsForTheSlotExitsCleanly) {
+  StartCluster();
+  db().Exec("SELECT pg_create_logical_replication_slot('" +
+            std::string(kSlot) + "', 'wal2json')");
+  PGconn* holder = PQconnectdb((Conninfo() + " replication=database").c_str());
+  ASSERT_EQ(PQstatus(holder), CONNECTION_OK) << PQerrorMessage(holder);
+  PGresult* started = PQexec(
+      holder, ("START_REPLICATION SLOT " + std::string(kSlot) +
+               " LOGICAL 0/0 (\"format-version\" '2')")
+                  .c_str());
+  ASSERT_EQ(PQresultStatus(started), PGRES_COPY_BOTH)
+      << PQerrorMessage(holder);
+  PQclear(started);
+  WalwatchProcess ww(Options(), tmpdir_ + "/waiting.stderr");
+  const std::string waiting =
+      "the replication slot is active in another process; waiting for it to "
+      "end (a previous walwatch's walsender lives until wal_sender_timeout)";
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline && LogLines(ww, waiting).empty()) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(LogLines(ww, waiting).empty());
+  ASSERT_EQ(kill(ww.pid(), SIGTERM), 0);
+  auto status = ww.WaitExit(seconds(10));
+  PQfinish(holder);
+  ASSERT_TRUE(status) << "walwatch did not stop within 10 s";
+  EXPECT_TRUE(status->exited && status->exit_code == 0) << status->Describe();
+  EXPECT_EQ(LogLines(ww, "stopped before streaming").size(), 1u);
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {
