@@ -339,8 +339,13 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
             c.identity[MappedField::kObject].state ==
                 ColumnValue::State::kAbsent) {
           // Without the old row (the table lost REPLICA IDENTITY FULL while
-          // walwatch ran) nothing can be compared.
-          add(EventType::kModified, now, c);
+          // walwatch ran) nothing can be compared: a new uid would pass for
+          // a MODIFIED, and a label change could not take the object out of
+          // a selector's watch. An error, so a barrier.
+          out->errors.push_back(
+              "the old row is missing from an UPDATE: the table needs "
+              "REPLICA IDENTITY FULL" +
+              where(c));
           break;
         }
         RowView old = ViewOf(c.identity);
