@@ -67,9 +67,10 @@ std::string QuoteIdent(const std::string& name) {
   return q + "\"";
 }
 
-std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
+std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
+                          const PgStop* stop) {
   std::string err;
-  PgResult r = PgQuery(conn, "SELECT current_setting('wal_level')", {}, &err);
+  PgResult r = PgQuery(conn, "SELECT current_setting('wal_level')", {}, &err, stop);
   if (!r) return "cannot read wal_level: " + err;
   std::string wal_level = PQgetvalue(r.get(), 0, 0);
   if (wal_level != "logical") {
@@ -82,7 +83,7 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
               "SELECT c.oid, c.relreplident FROM pg_class c JOIN pg_namespace "
               "n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND "
               "c.relname = $2 AND c.relkind IN ('r', 'p')",
-              {mapping.schema, mapping.table}, &err);
+              {mapping.schema, mapping.table}, &err, stop);
   if (!r) return "cannot look up table " + table + ": " + err;
   if (PQntuples(r.get()) == 0) {
     return "table " + table +
@@ -106,7 +107,7 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
                 "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
                 "WHERE attrelid = $1::oid AND attname = $2 AND attnum > 0 "
                 "AND NOT attisdropped",
-                {oid, col}, &err);
+                {oid, col}, &err, stop);
     if (!r) return "cannot read the columns of " + table + ": " + err;
     if (PQntuples(r.get()) == 0) {
       return "table " + table + " has no column \"" + col +
@@ -122,7 +123,7 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping) {
     }
   }
   r = PgQuery(conn, "SELECT has_table_privilege($1::oid, 'SELECT')", {oid},
-              &err);
+              &err, stop);
   if (r && std::string(PQgetvalue(r.get(), 0, 0)) != "t") {
     return "the connecting role may not SELECT from " + table +
            " (fix: GRANT SELECT ON " + table + " TO <role>; see "
@@ -186,14 +187,14 @@ std::string DropSlot(PGconn* conn, const std::string& slot,
 }
 
 std::string LoadCatalog(PGconn* conn, const TableMapping& m,
-                        ResourceCatalog* catalog) {
+                        ResourceCatalog* catalog, const PgStop* stop) {
   std::string sql = "SELECT DISTINCT " + QuoteIdent(m.column(MappedField::kGroup)) +
                     ", " + QuoteIdent(m.column(MappedField::kVersion)) + ", " +
                     QuoteIdent(m.column(MappedField::kResource)) + ", " +
                     QuoteIdent(m.column(MappedField::kKind)) + " FROM " +
                     QuoteIdent(m.schema) + "." + QuoteIdent(m.table);
   std::string err;
-  PgResult r = PgQuery(conn, sql, {}, &err);
+  PgResult r = PgQuery(conn, sql, {}, &err, stop);
   if (!r) return "cannot list the resources in " + m.QualifiedTable() + ": " + err;
   for (int i = 0; i < PQntuples(r.get()); ++i) {
     catalog->Add({PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1),

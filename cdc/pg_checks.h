@@ -22,7 +22,8 @@ class ResourceCatalog;
 std::string ExplainPgError(const std::string& pg_error);
 
 // wal_level, the table, its REPLICA IDENTITY and the mapped columns.
-std::string CheckDatabase(PGconn* conn, const TableMapping& mapping);
+std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
+                          const PgStop* stop = nullptr);
 
 struct SlotState {
   bool exists = false;
@@ -43,7 +44,8 @@ std::string DropSlot(PGconn* conn, const std::string& slot,
 
 // Adds every (group, version, resource) of the table to `catalog`.
 std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,
-                        ResourceCatalog* catalog);
+                        ResourceCatalog* catalog,
+                        const PgStop* stop = nullptr);
 
 // Quotes an SQL identifier ("group" -> "\"group\"").
 std::string QuoteIdent(const std::string& name);

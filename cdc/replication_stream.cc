@@ -181,6 +181,7 @@ ReplicationStream::~ReplicationStream() = default;
 
 std::string ReplicationStream::Impl::StartStreaming() {
   start_failed_after_connect = false;
+  start_sqlstate.clear();
   repl = ConnectPg(opt.conninfo, /*replication=*/true,
                    opt.connect_timeout_seconds);
   if (PQstatus(repl.get()) != CONNECTION_OK) {
@@ -261,27 +262,27 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
     return "cannot connect to PostgreSQL: " +
            ExplainPgError(PgError(conn.get()));
   }
-  if (std::string err = CheckDatabase(conn.get(), m.opt.mapping); !err.empty()) {
+  if (std::string err = CheckDatabase(conn.get(), m.opt.mapping, &m.stop); !err.empty()) {
     return err;
   }
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot); !err.empty()) {
+  if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot, &m.stop); !err.empty()) {
     return err;
   }
   if (slot.exists && slot.wal_status == "lost") {
     LogWarn("replication slot was invalidated; dropping and recreating it",
             {{"slot", m.opt.slot}});
-    if (std::string err = DropSlot(conn.get(), m.opt.slot); !err.empty()) {
+    if (std::string err = DropSlot(conn.get(), m.opt.slot, &m.stop); !err.empty()) {
       return err;
     }
     ++stats_.slot_recreations;
     slot.exists = false;
   }
   if (!slot.exists) {
-    if (std::string err = CreateSlot(conn.get(), m.opt.slot); !err.empty()) {
+    if (std::string err = CreateSlot(conn.get(), m.opt.slot, &m.stop); !err.empty()) {
       return err;
     }
-    if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot);
+    if (std::string err = ReadSlot(conn.get(), m.opt.slot, &slot, &m.stop);
         !err.empty()) {
       return err;
     }
@@ -293,13 +294,13 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
   // xmax started later, so it commits after the position.
   std::string err;
   PgResult snap = PgQuery(conn.get(), "SELECT pg_current_snapshot()::text", {},
-                          &err);
+                          &err, &m.stop);
   if (!snap) return "cannot read pg_current_snapshot(): " + err;
   size_t colon = std::string(PQgetvalue(snap.get(), 0, 0)).find(':');
   start->next_xid = std::stoull(
       std::string(PQgetvalue(snap.get(), 0, 0)).substr(colon + 1));
   m.xid_reference = start->next_xid;
-  if (std::string e = LoadCatalog(conn.get(), m.opt.mapping, m.catalog);
+  if (std::string e = LoadCatalog(conn.get(), m.opt.mapping, m.catalog, &m.stop);
       !e.empty()) {
     return e;
   }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -39,10 +40,32 @@ namespace {
 // they stop the startup cleanly: waiting for a slot held by another
 // walsender can last minutes. ReplicationStream::Stop is async-signal-safe
 // (an atomic store and a write to an eventfd).
-ReplicationStream* g_starting_stream = nullptr;
-extern "C" void OnStartupSignal(int) {
-  if (g_starting_stream != nullptr) g_starting_stream->Stop();
+std::atomic<ReplicationStream*> g_starting_stream{nullptr};  // lock-free
+extern "C" void OnStartupSignal(int sig) {
+  if (ReplicationStream* stream = g_starting_stream.load()) stream->Stop();
+  // A second signal kills, whatever startup is blocked in.
+  signal(sig, SIG_DFL);
 }
+
+// Installs OnStartupSignal for `stream` while alive; restores the default
+// disposition when destroyed (before `stream` is: declare it after).
+class StartupSignals {
+ public:
+  explicit StartupSignals(ReplicationStream* stream) {
+    g_starting_stream = stream;
+    struct sigaction action = {};
+    action.sa_handler = OnStartupSignal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
+  }
+  ~StartupSignals() { Release(); }
+  // From here on the asio signal_set owns the signals.
+  void Release() { g_starting_stream = nullptr; }
+  StartupSignals(const StartupSignals&) = delete;
+  StartupSignals& operator=(const StartupSignals&) = delete;
+};
 
 int Fatal(const std::string& msg) {
   LogError(msg);
@@ -212,12 +235,7 @@ int Main(int argc, char** argv) {
 
   ResourceCatalog catalog;
   ReplicationStream replication(repl_options, &catalog);
-  g_starting_stream = &replication;
-  struct sigaction startup_action = {};
-  startup_action.sa_handler = OnStartupSignal;
-  sigemptyset(&startup_action.sa_mask);
-  sigaction(SIGTERM, &startup_action, nullptr);
-  sigaction(SIGINT, &startup_action, nullptr);
+  StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
   std::string prepared = replication.Prepare(&start);
   if (replication.stop_requested()) {
@@ -307,8 +325,10 @@ int Main(int argc, char** argv) {
     ops.Stop();
     replication.Stop();
   });
-  // A signal that came after Prepare and before the signal_set went to the
-  // startup handler, which only stopped the stream: shut down the same way.
+  // The signal_set has replaced the startup handler. A signal that came
+  // after Prepare and before it only stopped the stream: shut down the same
+  // way.
+  startup_signals.Release();
   if (replication.stop_requested()) raise(SIGTERM);
 
   std::vector<std::thread> threads;

@@ -1414,6 +1414,31 @@ TEST_F(FaultTest, SigtermWhileStartupWaitsForTheSlotExitsCleanly) {
   EXPECT_EQ(LogLines(ww, "stopped before streaming").size(), 1u);
 }
 
+// The same while startup creates the slot, which a session idle in a
+// transaction holds up: every query of the startup watches the stop.
+TEST_F(FaultTest, SigtermWhileStartupCreatesTheSlotExitsCleanly) {
+  StartCluster();
+  PgConnection open_txn(Conninfo());
+  open_txn.Exec("BEGIN");
+  open_txn.Exec("SELECT txid_current()");
+  WalwatchProcess ww(Options(), tmpdir_ + "/creating.stderr");
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline &&
+         db().QueryValue("SELECT count(*) FROM pg_stat_activity WHERE query "
+                         "LIKE '%pg_create_logical_replication_slot%' AND "
+                         "state = 'active' AND pid <> pg_backend_pid()") !=
+             "1") {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_LT(Clock::now(), deadline) << "walwatch never began creating";
+  ASSERT_EQ(kill(ww.pid(), SIGTERM), 0);
+  auto status = ww.WaitExit(seconds(10));
+  ASSERT_TRUE(status) << "walwatch did not stop while creating its slot";
+  EXPECT_TRUE(status->exited && status->exit_code == 0) << status->Describe();
+  EXPECT_EQ(LogLines(ww, "stopped before streaming").size(), 1u);
+  open_txn.Exec("COMMIT");
+}
+
 // --- 8: DDL ----------------------------------------------------------------------
 
 TEST_F(FaultTest, DdlKeepsEventsFlowingWithCorrectContent) {
