@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <thread>
@@ -117,10 +118,19 @@ struct ReplicationStream::Impl {
   uint64_t WidenXid(uint32_t xid);
 
   std::string StartStreaming();
-  // Recreates a lost or missing slot; *new_floor is where its stream
-  // starts (0 if the slot came back by itself), *next_xid the xmax read
-  // after it was made.
-  std::string RecreateSlot(uint64_t* new_floor, uint64_t* next_xid);
+  // Recreates a lost or missing slot (nothing if it came back by itself).
+  // From just before the slot is created until FinishSlotRecreation has
+  // read it back and acted on it, slot_recreation_pending holds: an answer
+  // lost to a dropped connection must not lose the barrier or the reset.
+  std::string RecreateSlot();
+  bool slot_recreation_pending = false;
+  // Reads the recreated slot (its position, and the xmax read after it)
+  // and appends the barrier or resets the history. Clears the pending flag
+  // once done; on error it stays, for the next attempt.
+  std::string FinishSlotRecreation();
+  // The highest WAL position the slot monitor saw on the server (0 if
+  // unknown): what other replicas may have served, for the fence.
+  std::function<uint64_t()> highest_server_wal;
   enum class StreamEnd { kStopped, kError };
   StreamEnd Stream(std::string* error);
   bool HandleMessage(const char* buf, int len, std::string* error);
@@ -138,7 +148,8 @@ struct ReplicationStream::Impl {
   // PostgreSQL's history went back. Resets the log with a fence over the
   // ambiguous RVs, resets the positions that only grow, and pushes the
   // server's WAL past the fence so that new RVs are unambiguous at once.
-  void ResetHistory(uint64_t new_floor, uint64_t next_xid);
+  void ResetHistory(uint64_t new_floor, uint64_t next_xid,
+                    uint64_t old_server_wal);
   // Writes WAL (non-transactional logical messages that wal2json is told
   // to drop) until the server's insert position passes `target`, at most
   // kMaxWalPushBytes. Best effort: a failure only leaves the fence's
@@ -686,13 +697,15 @@ bool ReplicationStream::Impl::WaitOrStop(std::chrono::milliseconds delay) {
 }
 
 void ReplicationStream::Impl::ResetHistory(uint64_t new_floor,
-                                           uint64_t next_xid) {
-  // The old server may have written past what it sent, and a list may have
-  // read there: fence a margin beyond what walwatch saw of it.
+                                           uint64_t next_xid,
+                                           uint64_t old_server_wal) {
+  // Another replica may have served up to the old server's WAL position
+  // (as last polled), the old server may have written past even that, and
+  // a list may have read there: fence a margin beyond all of it.
   constexpr uint64_t kFenceMargin = uint64_t{16} << 20;
   const uint64_t old_current = log->current_rv();
-  const uint64_t seen =
-      std::max({old_current, stats->server_wal_end.load(), last_received});
+  const uint64_t seen = std::max({old_current, stats->server_wal_end.load(),
+                                  last_received, old_server_wal});
   const uint64_t fence_hi = seen + kFenceMargin;
   LogError(
       "PostgreSQL's WAL is behind what walwatch has served (a failover to a "
@@ -768,14 +781,14 @@ void ReplicationStream::Impl::PushWalPast(uint64_t target) {
   }
 }
 
-std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor,
-                                                  uint64_t* next_xid) {
+std::string ReplicationStream::Impl::RecreateSlot() {
   PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     return ExplainPgError(PgError(conn.get()));
   }
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop); !err.empty()) {
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop);
+      !err.empty()) {
     return err;
   }
   if (slot.exists && slot.wal_status != "lost") return "";  // came back
@@ -784,13 +797,29 @@ std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor,
       return err;
     }
   }
+  slot_recreation_pending = true;
   if (std::string err = CreateSlot(conn.get(), opt.slot, &stop); !err.empty()) {
     return err;
   }
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop); !err.empty()) {
+  return FinishSlotRecreation();
+}
+
+std::string ReplicationStream::Impl::FinishSlotRecreation() {
+  PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return ExplainPgError(PgError(conn.get()));
+  }
+  SlotState slot;
+  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop);
+      !err.empty()) {
     return err;
   }
-  *new_floor = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  if (!slot.exists || slot.confirmed_flush == 0) {
+    // Not made after all: the next START_REPLICATION fails, and it is made
+    // again.
+    slot_recreation_pending = false;
+    return "";
+  }
   // As at startup: a transaction with an xid at or above xmax, read after
   // the slot's position, commits after it.
   std::string err;
@@ -803,7 +832,23 @@ std::string ReplicationStream::Impl::RecreateSlot(uint64_t* new_floor,
   if (!EventLog::ParseSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
     return "cannot parse pg_current_snapshot()";
   }
-  *next_xid = parsed.xmax;
+  slot_recreation_pending = false;
+  ++stats->slot_recreations;
+  const uint64_t new_floor = slot.confirmed_flush - 1;
+  const uint64_t old_server_wal = highest_server_wal ? highest_server_wal() : 0;
+  // Below what this walwatch served, or what the server had written (which
+  // another replica may have served): the history went back.
+  if (slot.confirmed_flush < std::max(log->current_rv() + 1, old_server_wal)) {
+    ResetHistory(new_floor, parsed.xmax, old_server_wal);
+    return "";
+  }
+  uint64_t barrier = std::max(new_floor, log->current_rv() + 1);
+  LogError("the replication slot was lost and has been recreated; every "
+           "watcher must relist",
+           {{"slot", opt.slot}, {"resume_after", FormatLsn(barrier)}});
+  log->AppendBarrier(barrier);
+  ++stats->barriers;
+  assembler.set_last_commit_lsn(barrier);
   return "";
 }
 
@@ -825,6 +870,15 @@ void ReplicationStream::Run(EventLog* log) {
       LogInfo("reconnecting to PostgreSQL",
               {{"attempt", attempt}, {"delay_ms", static_cast<int64_t>(delay.count())}});
       if (!m.WaitOrStop(delay)) break;
+      if (m.slot_recreation_pending) {
+        // A recreation whose outcome was not read back yet: streaming from
+        // the new slot before would lose its barrier or reset.
+        if (std::string rerr = m.FinishSlotRecreation(); !rerr.empty()) {
+          LogError("cannot read back the recreated replication slot",
+                   {{"error", rerr}});
+          continue;
+        }
+      }
       std::string err = m.StartStreaming();
       if (!err.empty()) {
         LogWarn("reconnect failed", {{"attempt", attempt}, {"error", err}});
@@ -832,22 +886,8 @@ void ReplicationStream::Run(EventLog* log) {
         // slot itself (the message's first line does not say why, and its
         // wording depends on lc_messages).
         if (m.start_failed_after_connect || SlotIsGone(err)) {
-          uint64_t new_floor = 0, next_xid = 0;
-          std::string rerr = m.RecreateSlot(&new_floor, &next_xid);
-          if (!rerr.empty()) {
+          if (std::string rerr = m.RecreateSlot(); !rerr.empty()) {
             LogError("cannot recreate the replication slot", {{"error", rerr}});
-          } else if (new_floor != 0 && new_floor < log->current_rv()) {
-            ++stats_.slot_recreations;
-            m.ResetHistory(new_floor, next_xid);
-          } else if (new_floor != 0) {
-            ++stats_.slot_recreations;
-            uint64_t barrier = std::max(new_floor, log->current_rv() + 1);
-            LogError("the replication slot was lost and has been recreated; "
-                     "every watcher must relist",
-                     {{"slot", m.opt.slot}, {"resume_after", FormatLsn(barrier)}});
-            log->AppendBarrier(barrier);
-            ++stats_.barriers;
-            m.assembler.set_last_commit_lsn(barrier);
           }
         }
         continue;
@@ -901,5 +941,10 @@ void ReplicationStream::RequestKeepalive() {
 void ReplicationStream::Stop() { impl_->stop.Raise(); }
 
 bool ReplicationStream::stop_requested() const { return impl_->stop.raised(); }
+
+void ReplicationStream::SetHighestServerWal(
+    std::function<uint64_t()> highest) {
+  impl_->highest_server_wal = std::move(highest);
+}
 
 }  // namespace walwatch

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -104,6 +105,11 @@ class ReplicationStream {
   void Stop();
   // Whether Stop() was called.
   bool stop_requested() const;
+
+  // Before Run(): the highest WAL position seen on the server (the slot
+  // monitor's). After a failover to a server that was behind, RVs up to it
+  // may have been served by other replicas, so the fence covers them.
+  void SetHighestServerWal(std::function<uint64_t()> highest);
 
   // Asks the server for a keepalive now (a status update with
   // replyRequested), so that the EventLog's current RV catches up with the

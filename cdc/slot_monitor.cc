@@ -57,7 +57,10 @@ bool SlotMonitor::PollOnce(void* c) {
     return false;
   }
   auto lsn = ParseLsn(PQgetvalue(r.get(), 0, 0));
-  if (lsn) server_wal_lsn_ = *lsn;
+  if (lsn) {
+    server_wal_lsn_ = *lsn;
+    if (*lsn > highest_server_wal_lsn_) highest_server_wal_lsn_ = *lsn;
+  }
   std::string status = "missing";
   uint64_t retained = 0;
   if (!PQgetisnull(r.get(), 0, 1)) {

@@ -41,6 +41,11 @@ class SlotMonitor {
 
   // 0 until the first successful poll.
   uint64_t server_wal_lsn() const { return server_wal_lsn_.load(); }
+  // The highest server_wal_lsn ever polled: after a failover to a server
+  // that was behind, the old server's last known position.
+  uint64_t highest_server_wal_lsn() const {
+    return highest_server_wal_lsn_.load();
+  }
   uint64_t retained_bytes() const { return retained_bytes_.load(); }
   // Whether the slot's walsender is a synchronous standby (sync_state other
   // than async): then commits on the server wait for walwatch's flush.
@@ -56,6 +61,7 @@ class SlotMonitor {
 
   const SlotMonitorOptions options_;
   std::atomic<uint64_t> server_wal_lsn_{0};
+  std::atomic<uint64_t> highest_server_wal_lsn_{0};
   std::atomic<uint64_t> retained_bytes_{0};
   std::atomic<uint64_t> poll_errors_{0};
   std::atomic<bool> synchronous_{false};

@@ -263,6 +263,8 @@ int Main(int argc, char** argv) {
   monitor_options.retained_warn_bytes = config.retained_wal_warn_bytes;
   SlotMonitor monitor(monitor_options);
   monitor.Start();
+  replication.SetHighestServerWal(
+      [&monitor] { return monitor.highest_server_wal_lsn(); });
 
   Metrics metrics;
   RegisterMetrics(&metrics, replication, log, monitor);
