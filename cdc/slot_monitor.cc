@@ -1,10 +1,73 @@
 #include "cdc/slot_monitor.h"
 
+#include <cctype>
+
 #include "cdc/lsn.h"
 #include "cdc/pg_conn.h"
 #include "watchserver/logging.h"
 
 namespace walwatch {
+
+bool SynchronousStandbyNamesMatch(std::string_view setting,
+                                  std::string_view application_name) {
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) {
+      v.remove_prefix(1);
+    }
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) {
+      v.remove_suffix(1);
+    }
+    return v;
+  };
+  auto equal_folded = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(a[i])) !=
+          std::tolower(static_cast<unsigned char>(b[i]))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::string_view list = trim(setting);
+  if (size_t open = list.find('('); open != std::string_view::npos) {
+    size_t close = list.rfind(')');
+    if (close == std::string_view::npos || close < open) return false;
+    list = list.substr(open + 1, close - open - 1);
+  }
+  // Names separated by commas: "quoted" ("" is a quote inside) or bare.
+  size_t i = 0;
+  while (i < list.size()) {
+    while (i < list.size() && std::isspace(static_cast<unsigned char>(list[i]))) {
+      ++i;
+    }
+    std::string name;
+    bool quoted = false;
+    if (i < list.size() && list[i] == '"') {
+      quoted = true;
+      for (++i; i < list.size(); ++i) {
+        if (list[i] != '"') {
+          name.push_back(list[i]);
+        } else if (i + 1 < list.size() && list[i + 1] == '"') {
+          name.push_back('"');
+          ++i;
+        } else {
+          ++i;
+          break;
+        }
+      }
+    }
+    size_t comma = list.find(',', i);
+    if (!quoted) name = std::string(trim(list.substr(i, comma - i)));
+    if (name == "*" ||
+        (!name.empty() && equal_folded(name, application_name))) {
+      return true;
+    }
+    if (comma == std::string_view::npos) break;
+    i = comma + 1;
+  }
+  return false;
+}
 
 SlotMonitor::SlotMonitor(SlotMonitorOptions options)
     : options_(std::move(options)), stop_signal_(std::make_unique<PgStop>()) {}
@@ -48,7 +111,13 @@ bool SlotMonitor::PollOnce(void* c) {
       // The slot's walsender as pg_stat_replication sees it: 'async', or
       // a synchronous standby's state.
       "(SELECT r.sync_state FROM pg_stat_replication r JOIN "
-      "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1)",
+      "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1), "
+      // Without pg_read_all_stats sync_state is NULL: then match the
+      // setting against the walsender's application_name (its own role
+      // sees that in pg_stat_activity).
+      "(SELECT a.application_name FROM pg_stat_activity a JOIN "
+      "pg_replication_slots s ON s.active_pid = a.pid WHERE s.slot_name = $1), "
+      "current_setting('synchronous_standby_names')",
       {options_.slot}, &err, stop_signal_.get(), kPollTimeout);
   if (!r) {
     if (stop_signal_->raised()) return false;
@@ -70,8 +139,13 @@ bool SlotMonitor::PollOnce(void* c) {
     retained = std::stoull(v.substr(colon + 1));
   }
   retained_bytes_ = retained;
-  const std::string sync_state =
+  std::string sync_state =
       PQgetisnull(r.get(), 0, 2) ? "" : PQgetvalue(r.get(), 0, 2);
+  if (sync_state.empty() && !PQgetisnull(r.get(), 0, 3) &&
+      SynchronousStandbyNamesMatch(PQgetvalue(r.get(), 0, 4),
+                                   PQgetvalue(r.get(), 0, 3))) {
+    sync_state = "named in synchronous_standby_names";
+  }
   const bool synchronous = !sync_state.empty() && sync_state != "async";
   if (synchronous && !synchronous_) {
     LogError(

@@ -16,10 +16,19 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <memory>
 #include <thread>
 
 namespace walwatch {
+
+// Whether PostgreSQL's synchronous_standby_names `setting` names
+// `application_name` as a synchronous standby candidate: '*' or the name
+// (case-insensitive, double quotes removed), in any of the forms
+// "a, b", "[FIRST] n (a, b)" and "ANY n (a, b)". pg_stat_replication shows
+// sync_state only to roles with pg_read_all_stats; this is the fallback.
+bool SynchronousStandbyNamesMatch(std::string_view setting,
+                                  std::string_view application_name);
 
 class PgStop;
 

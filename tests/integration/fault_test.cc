@@ -1316,9 +1316,15 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
 // from waiting long.)
 TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
   StartCluster();  // its own commits must not wait for a standby
+  // As schema/roles.sql makes it: without pg_read_all_stats, so
+  // pg_stat_replication hides sync_state and walwatch must read the setting.
+  db().Exec(
+      "CREATE ROLE ww_plain LOGIN REPLICATION; GRANT USAGE ON SCHEMA public "
+      "TO ww_plain; GRANT SELECT ON resources TO ww_plain");
   db().Exec("ALTER SYSTEM SET synchronous_standby_names = '*'");
   db().Exec("SELECT pg_reload_conf()");
   auto o = Options();
+  o.conninfo = cluster_->Conninfo(kDb) + " user=ww_plain";
   o.extra_args = {"--replay-window=0s"};
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
@@ -1331,7 +1337,11 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
   while (Clock::now() < deadline && LogLines(*ww, msg).empty()) {
     std::this_thread::sleep_for(milliseconds(50));
   }
-  EXPECT_EQ(LogLines(*ww, msg).size(), 1u);
+  auto lines = LogLines(*ww, msg);
+  ASSERT_EQ(lines.size(), 1u);
+  // Found through the setting: the role cannot see sync_state.
+  EXPECT_EQ(lines[0].value("sync_state", ""),
+            "named in synchronous_standby_names");
   EXPECT_EQ(db().QueryValue("SELECT sync_state FROM pg_stat_replication "
                             "WHERE application_name = 'walwatch'"),
             "sync");
