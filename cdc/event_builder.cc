@@ -56,6 +56,8 @@ struct ObjectLayout {
   size_t ann_open = npos;
   bool ann_empty = false;
   size_t ann_null = npos;  // "annotations":null, replaced by an object
+  // The value token of an existing member-RV annotation.
+  size_t ann_member_begin = npos, ann_member_end = npos;
   LabelList labels;
 };
 
@@ -185,6 +187,22 @@ std::string EventBuilder::Impl::Analyze(const std::string& text,
         }
         out->ann_open = t.data() - base;
         out->ann_empty = EmptyAfter(text, out->ann_open);
+        // An object that already carries the member-RV annotation (one
+        // copied out of a walwatch stream into a member cluster): its value
+        // is replaced, not given a second key that Go would read last.
+        od::object annotations;
+        if (v.get_object().get(annotations)) {
+          return "metadata.annotations is not an object";
+        }
+        for (auto af : annotations) {
+          od::raw_json_string key;
+          if (af.key().get(key)) return "metadata.annotations has a bad key";
+          if (!key.unsafe_is_equal(kMemberResourceVersionAnnotation)) continue;
+          std::string_view value = TrimRight(af.value().raw_json_token());
+          if (value.empty() || value[0] != '"') continue;  // not ours to fix
+          out->ann_member_begin = value.data() - base;
+          out->ann_member_end = out->ann_member_begin + value.size();
+        }
       } else if (mkey == "labels") {
         od::value v = mf.value();
         if (TrimRight(v.raw_json_token()) == "null") continue;  // no labels
@@ -238,7 +256,10 @@ EventBuilder::Impl::Wire EventBuilder::Impl::PlanWire(EventType type,
     std::string annotation = std::string("\"") +
                              kMemberResourceVersionAnnotation + "\":" + member;
     edits.push_back({l.rv_begin, l.rv_end - l.rv_begin, rv_token});
-    if (l.ann_open != ObjectLayout::npos) {
+    if (l.ann_member_begin != ObjectLayout::npos) {
+      edits.push_back({l.ann_member_begin,
+                       l.ann_member_end - l.ann_member_begin, member});
+    } else if (l.ann_open != ObjectLayout::npos) {
       edits.push_back(
           {l.ann_open + 1, 0, annotation + (l.ann_empty ? "" : ",")});
     } else if (l.ann_null != ObjectLayout::npos) {

@@ -456,6 +456,27 @@ TEST_F(EventBuilderTest, ObjectLayoutsProduceValidJson) {
   }
 }
 
+// An object that already carries the member-RV annotation (copied out of a
+// walwatch stream into a member cluster) gets its value replaced: a second
+// key would lose to the stale one in Go, which reads the last.
+TEST_F(EventBuilderTest, AnExistingMemberRvAnnotationIsReplaced) {
+  for (const char* object : {
+           R"({"metadata": {"resourceVersion": "7", "annotations": {"a": "b", "walwatch.clusterpedia.io/member-resource-version": "3"}}})",
+           R"({"metadata": {"annotations": {"walwatch.clusterpedia.io/member-resource-version" : "3" , "z": "y"}, "resourceVersion": "7"}})",
+       }) {
+    SCOPED_TRACE(object);
+    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, object)}), 0x100);
+    ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+    ASSERT_EQ(r.events.size(), 1u);
+    ExpectWire(*r.events[0], object, "ADDED", "7");
+    const std::string_view wire = r.events[0]->wire();
+    const std::string key = kMemberResourceVersionAnnotation;
+    size_t first = wire.find(key);
+    ASSERT_NE(first, std::string::npos);
+    EXPECT_EQ(wire.find(key, first + 1), std::string::npos) << "a second key";
+  }
+}
+
 TEST_F(EventBuilderTest, LargestRvIsWrittenInFull) {
   auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}"),
                         MakeRow(Wal2JsonAction::kInsert,
