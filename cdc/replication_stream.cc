@@ -124,6 +124,8 @@ struct ReplicationStream::Impl {
   // lost to a dropped connection must not lose the barrier or the reset.
   std::string RecreateSlot();
   bool slot_recreation_pending = false;
+  // Opens an ordinary connection into *conn and reads the slot.
+  std::string ReadSlotOnNewConnection(PgConn* conn, SlotState* slot);
   // Reads the recreated slot (its position, and the xmax read after it)
   // and appends the barrier or resets the history. Clears the pending flag
   // once done; on error it stays, for the next attempt.
@@ -781,14 +783,19 @@ void ReplicationStream::Impl::PushWalPast(uint64_t target) {
   }
 }
 
-std::string ReplicationStream::Impl::RecreateSlot() {
-  PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    return ExplainPgError(PgError(conn.get()));
+std::string ReplicationStream::Impl::ReadSlotOnNewConnection(
+    PgConn* conn, SlotState* slot) {
+  *conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
+  if (PQstatus(conn->get()) != CONNECTION_OK) {
+    return ExplainPgError(PgError(conn->get()));
   }
+  return ReadSlot(conn->get(), opt.slot, slot, &stop);
+}
+
+std::string ReplicationStream::Impl::RecreateSlot() {
+  PgConn conn;
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop);
-      !err.empty()) {
+  if (std::string err = ReadSlotOnNewConnection(&conn, &slot); !err.empty()) {
     return err;
   }
   if (slot.exists && slot.wal_status != "lost") return "";  // came back
@@ -805,13 +812,9 @@ std::string ReplicationStream::Impl::RecreateSlot() {
 }
 
 std::string ReplicationStream::Impl::FinishSlotRecreation() {
-  PgConn conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    return ExplainPgError(PgError(conn.get()));
-  }
+  PgConn conn;
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), opt.slot, &slot, &stop);
-      !err.empty()) {
+  if (std::string err = ReadSlotOnNewConnection(&conn, &slot); !err.empty()) {
     return err;
   }
   if (!slot.exists || slot.confirmed_flush == 0) {

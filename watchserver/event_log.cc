@@ -69,28 +69,33 @@ EventLog::AppendResult EventLog::AppendTransaction(
   return AppendResult::kAppended;
 }
 
+uint64_t EventLog::DropAllLocked() {
+  uint64_t max_xid = 0;
+  for (const EventPtr& e : events_) {
+    DischargeLocked(*e);
+    if (!e->last_in_txn) continue;
+    ++evicted_transactions_;
+    max_xid = std::max(max_xid, e->xid);
+  }
+  // The drop takes one sequence number of its own, evicted at once, so that
+  // a watcher at the tail is behind it too and gets 410 Expired.
+  first_seq_ += events_.size() + 1;
+  barrier_end_seq_ = first_seq_;
+  wake_all_keyed_ = true;
+  events_.clear();
+  offsets_.clear();
+  bytes_ = 0;
+  ++barriers_;
+  return max_xid;
+}
+
 void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const EventPtr& e : events_) {
-      DischargeLocked(*e);
-      if (!e->last_in_txn) continue;
-      ++evicted_transactions_;
-      max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
-    }
-    max_evicted_xid_ = std::max(max_evicted_xid_, xid);
-    // The barrier takes one sequence number of its own, evicted at once, so
-    // that a watcher at the tail is behind it too and gets 410 Expired.
-    first_seq_ += events_.size() + 1;
-    barrier_end_seq_ = first_seq_;
-    wake_all_keyed_ = true;
-    events_.clear();
-    offsets_.clear();
-    bytes_ = 0;
+    max_evicted_xid_ = std::max({max_evicted_xid_, DropAllLocked(), xid});
     floor_rv_ = std::max(floor_rv_, commit_lsn);
     current_rv_ = std::max(current_rv_, commit_lsn);
-    ++barriers_;
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
   }
@@ -102,25 +107,14 @@ void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const EventPtr& e : events_) {
-      DischargeLocked(*e);
-      if (e->last_in_txn) ++evicted_transactions_;
-    }
+    DropAllLocked();
     max_evicted_xid_ = 0;
     classifiable_from_xid_ = next_xid;
-    // Every cursor, a watcher's at the tail too, is now behind the log.
-    first_seq_ += events_.size() + 1;
-    barrier_end_seq_ = first_seq_;
-    wake_all_keyed_ = true;
-    events_.clear();
-    offsets_.clear();
-    bytes_ = 0;
     fence_hi = std::max(fence_hi, current_rv_);
     fence_lo_ = fence_hi_ == 0 ? new_floor : std::min(fence_lo_, new_floor);
     fence_hi_ = std::max(fence_hi_, fence_hi);
     floor_rv_ = new_floor;
     current_rv_ = new_floor;
-    ++barriers_;
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
   }

@@ -212,6 +212,10 @@ class EventLog {
 
  private:
   void EvictToFitLocked(size_t incoming_bytes);
+  // A barrier's or a history reset's common part: drops every event, moves
+  // every cursor (one at the tail too) behind the log, counts the barrier.
+  // Returns the highest xid of the transactions dropped.
+  uint64_t DropAllLocked();
   // The bytes an event adds to the log as it is appended, or removes as it
   // leaves: its own, and its FilterFields' as the first or the last retained
   // event to refer to them.

@@ -211,6 +211,47 @@ class FaultTest : public ::testing::Test {
     return p;
   }
 
+  // Creates walwatch's slot and holds it with another replication
+  // connection, as the walsender of a walwatch on a lost node would. The
+  // connection is the result (PQfinish releases the slot); null with a
+  // test failure if it could not start.
+  PGconn* HoldSlotWithAnotherWalsender() {
+    db().Exec("SELECT pg_create_logical_replication_slot('" +
+              std::string(kSlot) + "', 'wal2json')");
+    PGconn* holder =
+        PQconnectdb((Conninfo() + " replication=database").c_str());
+    PGresult* started =
+        PQstatus(holder) != CONNECTION_OK
+            ? nullptr
+            : PQexec(holder, ("START_REPLICATION SLOT " + std::string(kSlot) +
+                              " LOGICAL 0/0 (\"format-version\" '2')")
+                                 .c_str());
+    bool ok = PQresultStatus(started) == PGRES_COPY_BOTH;
+    if (!ok) ADD_FAILURE() << "cannot hold the slot: " << PQerrorMessage(holder);
+    PQclear(started);
+    if (!ok) {
+      PQfinish(holder);
+      return nullptr;
+    }
+    return holder;
+  }
+
+  // Waits until a session (walwatch's) is inside
+  // pg_create_logical_replication_slot, held up by an open transaction.
+  bool WaitUntilASlotIsBeingCreated() {
+    auto deadline = In(seconds(30));
+    while (Clock::now() < deadline) {
+      if (db().QueryValue("SELECT count(*) FROM pg_stat_activity WHERE query "
+                          "LIKE '%pg_create_logical_replication_slot%' AND "
+                          "state = 'active' AND pid <> pg_backend_pid()") ==
+          "1") {
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    return false;
+  }
+
   // The commit LSN of a new transaction on fault_marker: the start RV for
   // watches that must see exactly the writes after it.
   uint64_t Marker() { return MarkerCommitLsn(Conninfo(), "fault_marker"); }
@@ -845,15 +886,8 @@ TEST_F(SlotLostTest, SigtermWhileTheSlotIsBeingRecreatedStopsPromptly) {
   open_txn.Exec("BEGIN");
   open_txn.Exec("SELECT txid_current()");
   ASSERT_TRUE(DropSlot(kSlot));
-  auto deadline = In(seconds(30));
-  while (Clock::now() < deadline &&
-         db().QueryValue("SELECT count(*) FROM pg_stat_activity WHERE query "
-                         "LIKE '%pg_create_logical_replication_slot%' AND "
-                         "state = 'active' AND pid <> pg_backend_pid()") !=
-             "1") {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  ASSERT_LT(Clock::now(), deadline) << "walwatch never began recreating";
+  ASSERT_TRUE(WaitUntilASlotIsBeingCreated())
+      << "walwatch never began recreating";
   auto t0 = Clock::now();
   ASSERT_EQ(kill(ww->pid(), SIGTERM), 0);
   auto status = ww->WaitExit(seconds(15));
@@ -1353,17 +1387,8 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
 // another replication connection holds the slot for a few seconds.
 TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
   StartCluster();
-  db().Exec("SELECT pg_create_logical_replication_slot('" +
-            std::string(kSlot) + "', 'wal2json')");
-  PGconn* holder = PQconnectdb((Conninfo() + " replication=database").c_str());
-  ASSERT_EQ(PQstatus(holder), CONNECTION_OK) << PQerrorMessage(holder);
-  PGresult* started = PQexec(
-      holder, ("START_REPLICATION SLOT " + std::string(kSlot) +
-               " LOGICAL 0/0 (\"format-version\" '2')")
-                  .c_str());
-  ASSERT_EQ(PQresultStatus(started), PGRES_COPY_BOTH)
-      << PQerrorMessage(holder);
-  PQclear(started);
+  PGconn* holder = HoldSlotWithAnotherWalsender();
+  ASSERT_NE(holder, nullptr);
   std::atomic<bool> released{false};
   std::thread release([&] {
     std::this_thread::sleep_for(seconds(6));
@@ -1396,17 +1421,8 @@ TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
 // signal's default action.
 TEST_F(FaultTest, SigtermWhileStartupWaitsForTheSlotExitsCleanly) {
   StartCluster();
-  db().Exec("SELECT pg_create_logical_replication_slot('" +
-            std::string(kSlot) + "', 'wal2json')");
-  PGconn* holder = PQconnectdb((Conninfo() + " replication=database").c_str());
-  ASSERT_EQ(PQstatus(holder), CONNECTION_OK) << PQerrorMessage(holder);
-  PGresult* started = PQexec(
-      holder, ("START_REPLICATION SLOT " + std::string(kSlot) +
-               " LOGICAL 0/0 (\"format-version\" '2')")
-                  .c_str());
-  ASSERT_EQ(PQresultStatus(started), PGRES_COPY_BOTH)
-      << PQerrorMessage(holder);
-  PQclear(started);
+  PGconn* holder = HoldSlotWithAnotherWalsender();
+  ASSERT_NE(holder, nullptr);
   WalwatchProcess ww(Options(), tmpdir_ + "/waiting.stderr");
   const std::string waiting =
       "the replication slot is active in another process; waiting for it to "
@@ -1432,15 +1448,8 @@ TEST_F(FaultTest, SigtermWhileStartupCreatesTheSlotExitsCleanly) {
   open_txn.Exec("BEGIN");
   open_txn.Exec("SELECT txid_current()");
   WalwatchProcess ww(Options(), tmpdir_ + "/creating.stderr");
-  auto deadline = In(seconds(30));
-  while (Clock::now() < deadline &&
-         db().QueryValue("SELECT count(*) FROM pg_stat_activity WHERE query "
-                         "LIKE '%pg_create_logical_replication_slot%' AND "
-                         "state = 'active' AND pid <> pg_backend_pid()") !=
-             "1") {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  ASSERT_LT(Clock::now(), deadline) << "walwatch never began creating";
+  ASSERT_TRUE(WaitUntilASlotIsBeingCreated())
+      << "walwatch never began creating";
   ASSERT_EQ(kill(ww.pid(), SIGTERM), 0);
   auto status = ww.WaitExit(seconds(10));
   ASSERT_TRUE(status) << "walwatch did not stop while creating its slot";

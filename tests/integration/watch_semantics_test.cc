@@ -137,19 +137,28 @@ class WatchSemanticsTest : public WalwatchTest {
     return Commit(xid);
   }
 
+  // GETs `target`, which must be answered by a Status with `code` and
+  // `reason`; returns it (an empty object, with a failure, if it is not).
+  nlohmann::json ExpectStatus(const std::string& target, int code,
+                              const std::string& reason) {
+    HttpResponse r = HttpGet(ww_->socket_path(), target, In(kEventWait));
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, code) << r.body;
+    auto status = nlohmann::json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(status.is_object()) << r.body;
+    if (!status.is_object()) return nlohmann::json::object();
+    EXPECT_EQ(status.value("kind", ""), "Status") << r.body;
+    EXPECT_EQ(status.value("reason", ""), reason) << r.body;
+    EXPECT_EQ(status.value("code", 0), code) << r.body;
+    return status;
+  }
+
   // Asserts a 400 BadRequest Status whose message contains `needle`.
   void ExpectBadRequest(const std::string& target, const std::string& needle) {
     SCOPED_TRACE("GET " + target);
-    HttpResponse r = HttpGet(ww_->socket_path(), target, In(kEventWait));
-    ASSERT_TRUE(r.ok) << r.error;
-    EXPECT_EQ(r.status, 400) << r.body;
-    auto status = nlohmann::json::parse(r.body, nullptr, false);
-    ASSERT_TRUE(status.is_object()) << r.body;
-    EXPECT_EQ(status.value("kind", ""), "Status") << r.body;
-    EXPECT_EQ(status.value("reason", ""), "BadRequest") << r.body;
-    EXPECT_EQ(status.value("code", 0), 400) << r.body;
+    auto status = ExpectStatus(target, 400, "BadRequest");
     EXPECT_NE(status.value("message", "").find(needle), std::string::npos)
-        << "the message should name '" << needle << "': " << r.body;
+        << "the message should name '" << needle << "': " << status.dump();
   }
 
   void StartDefault() {
@@ -316,28 +325,22 @@ TEST_F(WatchSemanticsTest, SendInitialEventsNeedsResourceVersionMatch) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("GET " + c.target);
-    HttpResponse r = HttpGet(ww_->socket_path(), c.target, In(kEventWait));
-    ASSERT_TRUE(r.ok) << r.error;
-    EXPECT_EQ(r.status, 422) << r.body;
-    auto status = nlohmann::json::parse(r.body, nullptr, false);
-    ASSERT_TRUE(status.is_object()) << r.body;
-    EXPECT_EQ(status.value("kind", ""), "Status") << r.body;
-    EXPECT_EQ(status.value("reason", ""), "Invalid") << r.body;
-    EXPECT_EQ(status.value("code", 0), 422) << r.body;
+    auto status = ExpectStatus(c.target, 422, "Invalid");
+    const std::string body = status.dump();
     EXPECT_EQ(status.value("message", "").rfind(
                   "ListOptions.meta.k8s.io \"\" is invalid: ", 0),
               0u)
-        << r.body;
-    ASSERT_TRUE(status.contains("details")) << r.body;
+        << body;
+    ASSERT_TRUE(status.contains("details")) << body;
     const auto& details = status["details"];
-    EXPECT_EQ(details.value("group", ""), "meta.k8s.io") << r.body;
-    EXPECT_EQ(details.value("kind", ""), "ListOptions") << r.body;
-    ASSERT_TRUE(details.contains("causes")) << r.body;
-    ASSERT_EQ(details["causes"].size(), c.cause_messages.size()) << r.body;
+    EXPECT_EQ(details.value("group", ""), "meta.k8s.io") << body;
+    EXPECT_EQ(details.value("kind", ""), "ListOptions") << body;
+    ASSERT_TRUE(details.contains("causes")) << body;
+    ASSERT_EQ(details["causes"].size(), c.cause_messages.size()) << body;
     for (size_t i = 0; i < c.cause_messages.size(); ++i) {
       const auto& cause = details["causes"][i];
-      EXPECT_EQ(cause.value("message", ""), c.cause_messages[i]) << r.body;
-      EXPECT_EQ(cause.value("field", ""), "resourceVersionMatch") << r.body;
+      EXPECT_EQ(cause.value("message", ""), c.cause_messages[i]) << body;
+      EXPECT_EQ(cause.value("field", ""), "resourceVersionMatch") << body;
     }
   }
 }
