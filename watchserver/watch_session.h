@@ -55,6 +55,7 @@
 #include "watchserver/k8s_status.h"
 #include "watchserver/logging.h"
 #include "watchserver/metrics.h"
+#include "watchserver/request_parser.h"
 #include "watchserver/selector.h"
 #include "watchserver/state_source.h"
 #include "watchserver/watch_request.h"
@@ -274,9 +275,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Request side.
   boost::beast::flat_buffer buffer_;
-  std::optional<
-      boost::beast::http::request_parser<boost::beast::http::string_body>>
-      parser_;
+  std::optional<RequestParser<boost::beast::http::string_body>> parser_;
   boost::beast::http::request<boost::beast::http::string_body> request_;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>>
       response_;

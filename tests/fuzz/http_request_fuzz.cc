@@ -2,7 +2,8 @@
 // way WatchSession takes them, without sockets.
 //
 // The input is the byte stream of one connection. It is read with Beast's
-// http::read into a request_parser<string_body> with the server's limits
+// http::read into the session's RequestParser<string_body> (Beast's
+// request_parser; request_parser.h) with the server's limits
 // (header_limit = HttpServerOptions::max_header_bytes, body_limit 8 KiB, a
 // flat_buffer of the session's size); each request that parses goes through
 // ParseRequest, then WatchFilter::Create for a watch, and its error, if any,
@@ -41,6 +42,7 @@
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
+#include "watchserver/request_parser.h"
 #include "watchserver/selector.h"
 #include "watchserver/watch_request.h"
 
@@ -126,7 +128,7 @@ std::vector<ReadOutcome> ReadConnection(std::string_view data, size_t chunk) {
   beast::flat_buffer buffer(kBufferBytes);
   std::vector<ReadOutcome> outcomes;
   for (int i = 0; i < kMaxRequestsPerConnection; ++i) {
-    http::request_parser<http::string_body> parser;
+    walwatch::RequestParser<http::string_body> parser;
     parser.header_limit(static_cast<uint32_t>(kMaxHeaderBytes));
     parser.body_limit(kMaxRequestBodyBytes);
     ReadOutcome r;

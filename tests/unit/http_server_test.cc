@@ -36,6 +36,7 @@
 #include "watchserver/event_log.h"
 #include "watchserver/logging.h"
 #include "watchserver/metrics.h"
+#include "watchserver/request_parser.h"
 #include "watchserver/resource_catalog.h"
 #include "watchserver/state_source.h"
 
@@ -970,6 +971,32 @@ TEST_F(HttpServerTest, MalformedHttpGets400AndTheServerSurvives) {
 
   auto client = Connect();
   ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
+}
+
+// Beast stores a header field's name and value lengths in 16 bits. One
+// field past that, though the whole header is far below --max-header-bytes,
+// used to throw out of the parser and end the process.
+TEST_F(HttpServerTest, AHeaderFieldTooLongToStoreGets431AndTheServerSurvives) {
+  StartServer();
+  const std::string longest(kMaxHeaderFieldPartBytes, 'x');
+  const std::string too_long(kMaxHeaderFieldPartBytes + 1, 'x');
+  for (const std::string& request :
+       {"GET /healthz HTTP/1.1\r\nX-Big: " + too_long + "\r\n\r\n",
+        "GET /api/v1/pods?watch=1 HTTP/1.1\r\nX-Big: " +
+            std::string(70000, 'x') + "\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nX-" + too_long + ": 1\r\n\r\n"}) {
+    auto client = Connect();
+    client->SendRaw(request);
+    ASSERT_TRUE(client->ReadResponse());
+    EXPECT_EQ(client->status(), 431u);
+    EXPECT_EQ(client->BodyJson()["reason"], "RequestEntityTooLarge");
+    EXPECT_TRUE(client->ReadEof());
+  }
+  // The longest field Beast stores is still a request like any other.
+  auto client = Connect();
+  client->SendRaw("GET /healthz HTTP/1.1\r\nX-Big: " + longest + "\r\n\r\n");
+  ASSERT_TRUE(client->ReadResponse());
+  EXPECT_EQ(client->status(), 200u);
 }
 
 TEST_F(HttpServerTest, ReadyzFollowsReplication) {

@@ -1,0 +1,48 @@
+// Beast's HTTP request parser, with a header field too long for Beast's
+// field storage turned into a parse error instead of an exception.
+//
+// basic_fields keeps each field's name and value lengths in 16 bits: a name
+// or value over 65,533 bytes makes it throw std::length_error. Boost 1.74's
+// http::parser inserts fields without catching that, so the exception leaves
+// async_read from inside the parse, where no completion handler sees it, and
+// escapes io_context::run: one request header of 64 KiB, well inside the
+// 1 MiB header limit, would end the process. (Later Boost versions report
+// http::error::header_field_value_too_large instead.) Here such a field is
+// http::error::header_limit, which the server answers with 431.
+#ifndef WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
+#define WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
+
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <cstdint>
+#include <limits>
+
+namespace walwatch {
+
+// The longest field name or value basic_fields stores (its new_element).
+inline constexpr size_t kMaxHeaderFieldPartBytes =
+    std::numeric_limits<std::uint16_t>::max() - 2;
+
+template <class Body>
+class RequestParser : public boost::beast::http::request_parser<Body> {
+ private:
+  void on_field_impl(boost::beast::http::field name,
+                     boost::beast::string_view name_string,
+                     boost::beast::string_view value,
+                     boost::beast::error_code& ec) override {
+    if (name_string.size() > kMaxHeaderFieldPartBytes ||
+        value.size() > kMaxHeaderFieldPartBytes) {
+      ec = boost::beast::http::error::header_limit;
+      return;
+    }
+    // What http::parser::on_field_impl does; it is private there.
+    this->get().insert(name, name_string, value);
+  }
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
