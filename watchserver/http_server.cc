@@ -357,4 +357,16 @@ size_t HttpServer::active_sessions() const {
   return impl_->context->sessions.size();
 }
 
+void RunHandlers(boost::asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      LogError("an exception escaped an HTTP handler; serving goes on",
+               {{"error", e.what()}});
+    }
+  }
+}
+
 }  // namespace walwatch

@@ -88,6 +88,13 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// io.run() for the threads serving HTTP, until `io` is out of work. An
+// exception out of a handler (a bug, or a library that throws where it
+// should report) unwinds that handler and what it held, its connection
+// with it, and is logged; the other handlers go on. Ending the process
+// would drop every watch at once and make every client relist.
+void RunHandlers(boost::asio::io_context& io);
+
 }  // namespace walwatch
 
 #endif  // WALWATCH_WATCHSERVER_HTTP_SERVER_H_

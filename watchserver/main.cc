@@ -335,9 +335,9 @@ int Main(int argc, char** argv) {
 
   std::vector<std::thread> threads;
   for (int i = 1; i < config.http_threads; ++i) {
-    threads.emplace_back([&io] { io.run(); });
+    threads.emplace_back([&io] { RunHandlers(io); });
   }
-  io.run();
+  RunHandlers(io);
   for (auto& t : threads) t.join();
   replication.Stop();
   replication_thread.join();

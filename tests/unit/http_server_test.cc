@@ -16,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
@@ -28,6 +29,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -997,6 +999,19 @@ TEST_F(HttpServerTest, AHeaderFieldTooLongToStoreGets431AndTheServerSurvives) {
   client->SendRaw("GET /healthz HTTP/1.1\r\nX-Big: " + longest + "\r\n\r\n");
   ASSERT_TRUE(client->ReadResponse());
   EXPECT_EQ(client->status(), 200u);
+}
+
+// A handler that throws takes itself down, not the process nor the
+// handlers queued behind it.
+TEST(RunHandlersTest, AnExceptionOutOfAHandlerEndsOnlyThatHandler) {
+  boost::asio::io_context io;
+  int ran_after = 0;
+  boost::asio::post(io, [] { throw std::length_error("field value too large"); });
+  boost::asio::post(io, [&] { ++ran_after; });
+  boost::asio::post(io, [] { throw std::runtime_error("second"); });
+  boost::asio::post(io, [&] { ++ran_after; });
+  RunHandlers(io);  // returns once out of work
+  EXPECT_EQ(ran_after, 2);
 }
 
 TEST_F(HttpServerTest, ReadyzFollowsReplication) {
