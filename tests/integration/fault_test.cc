@@ -1341,6 +1341,41 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
   ASSERT_TRUE(resume.NextEvent(&expired, In(seconds(20))));
   EXPECT_EQ(expired.type, "ERROR") << expired.raw;
   EXPECT_EQ(expired.object.value("code", 0), 410) << expired.raw;
+
+  // Restarted within the replay window. The window starts at the oldest
+  // transaction walwatch retains, B's first, which committed past the
+  // fence: A's RV is below the restarted log and refused, B's resumes.
+  ASSERT_EQ(ww->Stop().exit_code, 0);
+  EXPECT_GT(ParseLsn(bdb.QueryValue(
+                "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                "WHERE slot_name = $1",
+                {kSlot})),
+            old_rv)
+      << "the slot was confirmed inside the fence";
+  ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  WatchClient resume_a;
+  ASSERT_TRUE(resume_a.Open(ww->socket_path(),
+                            "/api/v1/pods?watch=1&resourceVersion=" +
+                                std::to_string(old_rv),
+                            In(seconds(20))));
+  ASSERT_EQ(resume_a.status(), 200) << resume_a.body();
+  WatchEvent refused;
+  ASSERT_TRUE(resume_a.NextEvent(&refused, In(seconds(20))));
+  EXPECT_EQ(refused.type, "ERROR")
+      << "an RV of A's history was resumed after the restart: " << refused.raw;
+  EXPECT_EQ(refused.object.value("code", 0), 410) << refused.raw;
+  WatchClient resume_b;
+  ASSERT_TRUE(resume_b.Open(ww->socket_path(),
+                            "/api/v1/pods?watch=1&resourceVersion=" +
+                                std::to_string(added.rv()),
+                            In(seconds(20))));
+  ASSERT_EQ(resume_b.status(), 200) << resume_b.body();
+  InsertRow(bdb, Pod("b", "b", "pod-on-b-2"));
+  WatchEvent next;
+  ASSERT_TRUE(resume_b.NextEvent(&next, In(seconds(20))));
+  EXPECT_EQ(next.type, "ADDED") << next.raw;
+  EXPECT_EQ(next.name(), "pod-on-b-2") << next.raw;
 }
 
 // synchronous_standby_names = '*' makes walwatch's walsender a synchronous
