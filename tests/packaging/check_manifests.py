@@ -557,6 +557,16 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
                                  f"Service/{svc['metadata']['name']}"):
                         continue
                     target = sp[0].get("targetPort", sp[0].get("port"))
+                    if c.get("name") in init_names:
+                        # kubernetes/kubernetes#127958: EndpointSlices
+                        # resolved a named targetPort in regular containers
+                        # only, until #128850.
+                        check(not (isinstance(target, str) and
+                                   not target.isdigit()),
+                              f"Service/{svc['metadata']['name']}: a numeric "
+                              "targetPort for a sidecar's port",
+                              f"named {target!r}: no port in the "
+                              "EndpointSlices of Kubernetes without #128850")
                     if isinstance(target, str) and not target.isdigit():
                         target = next((p.get("containerPort")
                                        for p in c.get("ports") or []
