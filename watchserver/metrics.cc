@@ -50,7 +50,8 @@ struct Metrics::Impl {
       prometheus::BuildHistogram()
           .Name("walwatch_commit_to_write_seconds")
           .Help("Time from a transaction's commit to its event being written "
-                "to a watcher's socket.")
+                "to a watcher's socket, once per write (its oldest event), "
+                "for events committed while the watch ran.")
           .Register(*registry);
   prometheus::Histogram& latency = latency_family.Add(
       {}, prometheus::Histogram::BucketBoundaries{

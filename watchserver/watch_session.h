@@ -326,6 +326,12 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool reading_for_disconnect_ = false;
   std::vector<EventPtr> events_in_flight_;  // keep wire bytes alive
   bool live_in_flight_ = false;             // events_in_flight_ are live
+  // The log's current RV when this watch began reading it. Events
+  // committed above it reached the log while the watch ran: their
+  // commit-to-write is walwatch's latency. Those at or below it are a
+  // resumed watch catching up with the past, minutes old maybe; observing
+  // them would read as latency.
+  uint64_t live_after_rv_ = 0;
   // The chunk being written: its size line, events_in_flight_'s wire bytes
   // and the closing CRLF. Reused from write to write, as is
   // events_in_flight_'s capacity (up to kKeptWriteCapacity): a write of a

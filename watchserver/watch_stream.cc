@@ -167,6 +167,7 @@ void WatchSession::StartStreamAfter(uint64_t rv) {
 void WatchSession::StartStream(uint64_t seq, uint64_t from_rv,
                                std::optional<K8sStatus> first_error) {
   seq_ = seq;
+  live_after_rv_ = context_->log.current_rv();
   last_rv_ = from_rv;
   first_error_ = std::move(first_error);
   WriteStreamHeader();
@@ -383,6 +384,7 @@ void WatchSession::FinishInitialState() {
                             ExpiryReason());
   }
   seq_ = seek.seq;
+  live_after_rv_ = log.current_rv();
   last_rv_ = std::max(last_rv_, initial_rv_);
   if (watch_.send_initial_events == true) {
     go_live_after_write_ = true;
@@ -651,10 +653,18 @@ void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
       uint64_t n = by_type[static_cast<size_t>(type)];
       if (n != 0) metrics->EventsSent(type, n);
     }
-    int64_t committed = events_in_flight_.front()->commit_time_us;
-    if (live_in_flight_ && committed > 0) {
-      metrics->ObserveCommitToWrite(
-          std::max<int64_t>(0, NowUnixMicros() - committed) / 1e6);
+    // One observation per write, from its oldest event that reached the
+    // log while this watch ran (events are in commit order).
+    if (live_in_flight_) {
+      for (const EventPtr& event : events_in_flight_) {
+        if (event->commit_lsn <= live_after_rv_) continue;
+        if (event->commit_time_us > 0) {
+          metrics->ObserveCommitToWrite(
+              std::max<int64_t>(0, NowUnixMicros() - event->commit_time_us) /
+              1e6);
+        }
+        break;
+      }
     }
   }
   ReleaseWriteBuffers();

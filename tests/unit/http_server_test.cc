@@ -1901,6 +1901,34 @@ TEST_F(HttpServerTest, ABacklogPastTheBoundEndsWith410AndSkipsNothing) {
       WaitFor([&] { return Terminated(metrics.Scrape(), "backlog") == 1; }));
 }
 
+// A watch resumed from an old RV catches up with events committed before
+// it started, minutes ago maybe: that is not walwatch's latency, and an
+// APIServer restart that resumes every watch would otherwise fire
+// WalwatchCommitToWriteLatency.
+TEST_F(HttpServerTest, CommitToWriteObservesOnlyEventsCommittedDuringTheWatch) {
+  Metrics& metrics = metrics_;
+  options_.metrics = &metrics;
+  StartServer();
+  EventPtr a = AppendPod(110, "a");
+  EventPtr b = AppendPod(120, "b");
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
+  EXPECT_EQ(client->ReadLine(), Line(a));
+  EXPECT_EQ(client->ReadLine(), Line(b));
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(),
+                  "walwatch_events_sent_total{type=\"ADDED\"}") == 2;
+  }));
+  EXPECT_EQ(Sample(metrics.Scrape(), "walwatch_commit_to_write_seconds_count"),
+            0);
+  EventPtr c = AppendPod(130, "c");
+  EXPECT_EQ(client->ReadLine(), Line(c));
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(),
+                  "walwatch_commit_to_write_seconds_count") == 1;
+  }));
+}
+
 TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   Metrics& metrics = metrics_;
   options_.metrics = &metrics;
