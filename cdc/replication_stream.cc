@@ -289,6 +289,7 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
       return err;
     }
     ++stats_.slot_recreations;
+    stats_.slot_recreated_unix_us = NowUnixMicros();
     slot.exists = false;
   }
   if (!slot.exists) {
@@ -837,6 +838,7 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
   }
   slot_recreation_pending = false;
   ++stats->slot_recreations;
+  stats->slot_recreated_unix_us = NowUnixMicros();
   const uint64_t new_floor = slot.confirmed_flush - 1;
   const uint64_t old_server_wal = highest_server_wal ? highest_server_wal() : 0;
   // Below what this walwatch served, or what the server had written (which

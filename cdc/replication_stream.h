@@ -70,6 +70,9 @@ struct ReplicationStats {
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.
   std::atomic<uint64_t> received_lsn{0};     // last XLogData start
+  // When the slot was last recreated (Unix µs), 0 if never: a recreation at
+  // startup is already in the first scrape, where a counter shows no rise.
+  std::atomic<int64_t> slot_recreated_unix_us{0};
   // How far the stream is known complete: the last XLogData start, or a
   // keepalive's walEnd received between transactions.
   std::atomic<uint64_t> decoded_lsn{0};

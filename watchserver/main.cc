@@ -102,7 +102,9 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
   m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "DELETED",
                        [&s] { return static_cast<double>(s.events_deleted.load()); });
   counter("walwatch_transactions_total",
-          "Transactions of the mapped table decoded.", s.transactions);
+          "Transactions received, of every table: wal2json sends each "
+          "transaction's begin and commit, empty for other tables.",
+          s.transactions);
   counter("walwatch_duplicate_transactions_total",
           "Transactions the server sent again after a reconnect, dropped.",
           s.duplicate_transactions);
@@ -128,6 +130,10 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
   counter("walwatch_slot_recreations_total",
           "Times the replication slot was lost and recreated.",
           s.slot_recreations);
+  m->AddGauge("walwatch_slot_recreated_timestamp_seconds",
+              "When the replication slot was last lost and recreated (Unix "
+              "seconds); 0 if it has not been since walwatch started.",
+              [&s] { return s.slot_recreated_unix_us.load() / 1e6; });
   counter("walwatch_barriers_total",
           "TRUNCATEs, lost slots and oversized transactions that ended every "
           "watch with 410.",

@@ -384,6 +384,19 @@ class FaultTest : public ::testing::Test {
     return out;
   }
 
+  // walwatch_slot_recreated_timestamp_seconds says a recreation within
+  // the last two minutes.
+  void ExpectRecreatedRecently(int port) {
+    const double now =
+        std::chrono::duration<double>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    double at =
+        Metric(port, "walwatch_slot_recreated_timestamp_seconds").value_or(0);
+    EXPECT_GT(at, now - 120) << "walwatch_slot_recreated_timestamp_seconds";
+    EXPECT_LE(at, now + 1) << "walwatch_slot_recreated_timestamp_seconds";
+  }
+
   std::optional<double> Metric(int port, const std::string& sample) {
     auto text = HttpGetTcp(port, "/metrics", In(seconds(5)));
     if (!text) return std::nullopt;
@@ -931,6 +944,7 @@ TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
   EXPECT_EQ(
       Metric(metrics_port, "walwatch_slot_recreations_total").value_or(-1),
       1.0);
+  ExpectRecreatedRecently(metrics_port);
   EXPECT_NE(db().QueryValue("SELECT coalesce(wal_status, 'null') FROM "
                             "pg_replication_slots WHERE slot_name = $1",
                             {kSlot}),
@@ -1044,6 +1058,9 @@ TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   EXPECT_EQ(
       Metric(metrics_port, "walwatch_slot_recreations_total").value_or(-1),
       1.0);
+  // In the first scrape already, where the counter shows no rise: the
+  // alert WalwatchSlotLost reads this gauge.
+  ExpectRecreatedRecently(metrics_port);
   EXPECT_EQ(LogLines(*ww, "replication slot was invalidated; dropping and "
                           "recreating it")
                 .size(),
