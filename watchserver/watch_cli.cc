@@ -1,8 +1,10 @@
 #include "watchserver/watch_cli.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
@@ -183,7 +185,9 @@ int RunWatchCli(int argc, const char* const* argv, std::ostream& out,
 
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  // Not boost::none: Boost 1.74 compares a Content-Length with the empty
+  // optional and finds it over the limit (a Status answer would fail).
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   http::read_header(sock, buffer, parser, ec);
   if (ec) {
     err << "walwatch watch: bad response: " << ec.message() << "\n";
@@ -196,7 +200,9 @@ int RunWatchCli(int argc, const char* const* argv, std::ostream& out,
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof(chunk);
-    http::read(sock, buffer, parser, ec);
+    // read_some, not read: read would wait for 64 KiB of events, and a
+    // quiet or filtered stream would print nothing for minutes.
+    http::read_some(sock, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       if (ec == http::error::end_of_stream || ec == asio::error::eof) break;

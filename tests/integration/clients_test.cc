@@ -124,6 +124,36 @@ TEST_F(ClientsTest, CurlOverUnixSocket) {
   ExpectLines(curl, want);
 }
 
+// walwatch's own client prints each event as it arrives: a quiet stream's
+// few hundred bytes must not wait for a full read buffer.
+TEST_F(ClientsTest, WalwatchWatchPrintsEventsAsTheyArrive) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  uint64_t start_rv = 0;
+  ASSERT_NO_FATAL_FAILURE(WriteBefore(*ww, &start_rv));
+  ChildProcess watch({{WALWATCH_BINARY, "watch", "/api/v1/pods", "--socket",
+                       ww->socket_path(), "--rv", std::to_string(start_rv),
+                       "-o", "json"},
+                      TempPath("walwatch-watch.stderr"),
+                      true,
+                      {}});
+  std::vector<std::string> want;
+  ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
+  ExpectLines(watch, want);
+}
+
+// A Status answer is reported as such, with its code and reason.
+TEST_F(ClientsTest, WalwatchWatchReportsAStatusAnswer) {
+  auto* ww = StartWalwatch();
+  ASSERT_NE(ww, nullptr);
+  CommandResult r = RunCommand({WALWATCH_BINARY, "watch", "/api/v1/nosuchthings",
+                                "--socket", ww->socket_path()},
+                               std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("error: 404 NotFound: "), std::string::npos)
+      << r.output;
+}
+
 TEST_F(ClientsTest, KubectlOverTcpListen) {
   int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);
