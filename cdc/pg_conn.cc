@@ -75,6 +75,14 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
                                   conninfo.empty() ? 0 : 1));
 }
 
+PGPing PingPg(const std::string& conninfo, int connect_timeout_seconds) {
+  std::string timeout = std::to_string(connect_timeout_seconds);
+  const char* keys[] = {"dbname", "connect_timeout", nullptr};
+  const char* values[] = {conninfo.empty() ? nullptr : conninfo.c_str(),
+                          timeout.c_str(), nullptr};
+  return PQpingParams(keys, values, conninfo.empty() ? 0 : 1);
+}
+
 namespace {
 
 std::string FirstLine(const char* msg) {

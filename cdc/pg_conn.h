@@ -28,6 +28,13 @@ using PgResult = std::unique_ptr<PGresult, PGresultDeleter>;
 PgConn ConnectPg(const std::string& conninfo, bool replication,
                  int connect_timeout_seconds);
 
+// Whether the server of `conninfo` answers at all, without logging in
+// (PQpingParams): PQPING_OK even when walwatch's own login would fail;
+// PQPING_REJECT while it starts, shuts down or recovers; PQPING_NO_RESPONSE
+// when nothing answers. Tells a server that is down, which may come back,
+// from a login that is wrong, which will not.
+PGPing PingPg(const std::string& conninfo, int connect_timeout_seconds);
+
 // The first line of the connection's or result's error message.
 std::string PgError(PGconn* conn);
 std::string PgResultError(PGresult* res);

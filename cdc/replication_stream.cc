@@ -118,6 +118,11 @@ struct ReplicationStream::Impl {
   uint64_t WidenXid(uint32_t xid);
 
   std::string StartStreaming();
+  // Prepare's connection. A server that does not answer, or refuses
+  // connections while it starts or shuts down, is retried with backoff for
+  // up to kServerDownStartupWait; any other failure (the login, the
+  // database) is returned at once.
+  std::string ConnectAtStartup(PgConn* conn);
   // Recreates a lost or missing slot (nothing if it came back by itself).
   // From just before the slot is created until FinishSlotRecreation has
   // read it back and acted on it, slot_recreation_pending holds: an answer
@@ -184,6 +189,40 @@ bool ReplicationStream::Impl::WalsenderBusy(int pid, std::string* state) {
 
 // How long startup waits for a slot active in another process.
 constexpr std::chrono::seconds kSlotBusyStartupWait{150};
+// How long startup waits for a server that is down: a database restarted
+// with the pod, or failing over, is waited for rather than answered with
+// an exit and the kubelet's crash-loop backoff. Within the startupProbe of
+// packaging/kubernetes (180 s).
+constexpr std::chrono::seconds kServerDownStartupWait{150};
+
+std::string ReplicationStream::Impl::ConnectAtStartup(PgConn* conn) {
+  const auto give_up = Clock::now() + kServerDownStartupWait;
+  std::chrono::milliseconds delay{500};
+  for (int attempt = 1;; ++attempt) {
+    *conn = ConnectPg(opt.conninfo, /*replication=*/false,
+                      opt.connect_timeout_seconds);
+    if (PQstatus(conn->get()) == CONNECTION_OK) return "";
+    std::string err =
+        "cannot connect to PostgreSQL: " + ExplainPgError(PgError(conn->get()));
+    conn->reset();
+    // A server that takes connections refused walwatch's own: waiting
+    // will not fix a password, a database name or pg_hba.conf.
+    const PGPing ping = PingPg(opt.conninfo, opt.connect_timeout_seconds);
+    if (ping != PQPING_NO_RESPONSE && ping != PQPING_REJECT) return err;
+    if (Clock::now() + delay >= give_up) {
+      return err + " (the server has not answered for " +
+             std::to_string(kServerDownStartupWait.count()) + " s)";
+    }
+    LogWarn("PostgreSQL does not answer yet (down, starting or shutting "
+            "down); retrying",
+            {{"attempt", attempt},
+             {"delay_ms", static_cast<int64_t>(delay.count())},
+             {"error", err}});
+    if (!WaitOrStop(delay)) return "stopped";
+    delay = std::min<std::chrono::milliseconds>(delay * 2,
+                                                std::chrono::seconds(10));
+  }
+}
 
 ReplicationStream::ReplicationStream(ReplicationOptions options,
                                      ResourceCatalog* catalog)
@@ -269,12 +308,8 @@ uint64_t ReplicationStream::Impl::WidenXid(uint32_t xid) {
 
 std::string ReplicationStream::Prepare(StartPosition* start) {
   Impl& m = *impl_;
-  PgConn conn = ConnectPg(m.opt.conninfo, /*replication=*/false,
-                          m.opt.connect_timeout_seconds);
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    return "cannot connect to PostgreSQL: " +
-           ExplainPgError(PgError(conn.get()));
-  }
+  PgConn conn;
+  if (std::string err = m.ConnectAtStartup(&conn); !err.empty()) return err;
   if (std::string err = CheckDatabase(conn.get(), m.opt.mapping, &m.stop); !err.empty()) {
     return err;
   }

@@ -1433,6 +1433,58 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
             "sync");
 }
 
+// The database is down when walwatch starts (restarted with the pod, or
+// failing over): walwatch waits for it, retrying with backoff, instead of
+// exiting into the kubelet's crash-loop backoff, and streams once it is up.
+TEST_F(FaultTest, StartupWaitsForAServerThatIsDown) {
+  StartCluster();
+  db_.reset();
+  cluster_->Stop("fast");
+  const std::string retrying =
+      "PostgreSQL does not answer yet (down, starting or shutting down); "
+      "retrying";
+  walwatches_.push_back(std::make_unique<WalwatchProcess>(
+      Options(), tmpdir_ + "/walwatch-down.stderr"));
+  WalwatchProcess* ww = walwatches_.back().get();
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline && LogLines(*ww, retrying).size() < 2) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_GE(LogLines(*ww, retrying).size(), 2u) << ww->StderrText();
+  ASSERT_TRUE(ww->Running()) << ww->StderrText();
+
+  cluster_->Start();
+  db_ = std::make_unique<PgConnection>(Conninfo());
+  auto ready = ww->WaitReady(seconds(60));
+  ASSERT_TRUE(ready) << ready.message();
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(ww->socket_path(), "/api/v1/pods?watch=1&resourceVersion=" +
+                                                std::to_string(Marker()),
+                         In(seconds(20))));
+  ASSERT_EQ(watch.status(), 200) << watch.body();
+  InsertRow(db(), Pod("c1", "default", "after-the-wait"));
+  WatchEvent added;
+  ASSERT_TRUE(watch.NextEvent(&added, In(seconds(20))));
+  EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
+}
+
+// A login the server refuses is not waited for: the server answers, and
+// waiting will not fix a wrong database name.
+TEST_F(FaultTest, StartupDoesNotWaitForALoginTheServerRefuses) {
+  StartCluster();
+  auto o = Options();
+  o.conninfo = cluster_->Conninfo("no_such_database");
+  walwatches_.push_back(std::make_unique<WalwatchProcess>(
+      o, tmpdir_ + "/walwatch-nodb.stderr"));
+  WalwatchProcess* ww = walwatches_.back().get();
+  auto status = ww->WaitExit(seconds(20));
+  ASSERT_TRUE(status.has_value()) << "still running: " << ww->StderrText();
+  EXPECT_EQ(status->exit_code, 1) << status->Describe();
+  EXPECT_TRUE(LogLines(*ww, "PostgreSQL does not answer yet (down, starting "
+                            "or shutting down); retrying")
+                  .empty());
+}
+
 // A node is lost: the new walwatch starts while the old one's walsender
 // still holds the slot (until wal_sender_timeout). walwatch waits for the
 // slot instead of exiting into the kubelet's crash-loop backoff. Here

@@ -148,6 +148,14 @@ void FaultCluster::Restart(const std::string& mode) {
                     "restart"}));
 }
 
+void FaultCluster::Stop(const std::string& mode) {
+  RunOrThrow(PgCtl({"-m", mode, "-w", "-t", "30", "stop"}));
+}
+
+void FaultCluster::Start() {
+  RunOrThrow(PgCtl({"-l", dir_ + "/log", "-w", "-t", "30", "start"}));
+}
+
 std::string FaultCluster::LogText() const {
   try {
     return ReadFileOrThrow(dir_ + "/log");

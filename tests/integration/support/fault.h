@@ -66,6 +66,9 @@ class FaultCluster {
 
   // pg_ctl restart -m MODE -w (fast or immediate); throws on failure.
   void Restart(const std::string& mode);
+  // pg_ctl stop -m MODE -w, and pg_ctl start -w; throw on failure.
+  void Stop(const std::string& mode);
+  void Start();
   // The server log so far.
   std::string LogText() const;
 
