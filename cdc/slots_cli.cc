@@ -113,6 +113,10 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
     return 2;
   }
   std::string command = argv[1];
+  if (command == "-h" || command == "--help") {
+    out << kUsage;
+    return 0;
+  }
   const char* env = std::getenv("WALWATCH_CONNINFO");
   std::string conninfo = env ? env : "";
   std::string prefix = "walwatch", inactive_text;
@@ -196,7 +200,7 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
     return 1;
   }
   const double threshold = inactive_for.count() / 1000.0;
-  int dropped = 0, failed = 0;
+  int dropped = 0, failed = 0, would_drop = 0;
   for (const SlotRow& r : rows) {
     if (r.active || r.plugin != "wal2json" || r.idle_seconds < threshold) {
       continue;
@@ -205,6 +209,7 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
       out << "would drop " << r.name << " (inactive for "
           << HumanDuration(r.idle_seconds) << ", retains " << Human(r.retained)
           << ")\n";
+      ++would_drop;
       continue;
     }
     std::string e = DropSlot(conn.get(), r.name);
@@ -219,7 +224,7 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
         << ")\n";
     ++dropped;
   }
-  if (!dry_run && dropped == 0 && failed == 0) {
+  if (dropped == 0 && failed == 0 && would_drop == 0) {
     out << "no inactive slot with prefix \"" << prefix << "\" for at least "
         << inactive_text << "\n";
   }

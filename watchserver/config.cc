@@ -265,9 +265,10 @@ const Flag kFlags[] = {
      [](std::string_view t, Config* c) -> std::string {
        if (t.empty()) return "";
        c->slot = SlotNameFrom(t);
+       c->slot_from = std::string(t);
        return "";
      },
-     [](const Config& c) -> std::string { return ""; }, false, true},
+     [](const Config& c) { return c.slot_from; }, false, true},
     {"mapping", Group::kPostgreSql, "PATH",
      "Table-mapping JSON file: which tables become which Kubernetes resources.",
      "built-in Clusterpedia resources mapping",
@@ -422,7 +423,8 @@ const Flag kFlags[] = {
     {"metrics-address", Group::kServing, "HOST:PORT",
      "Serve Prometheus /metrics and the probes /healthz, /livez and /readyz "
      "over TCP here; use the pod IP or 0.0.0.0:9187 to be scraped from "
-     "outside the pod. Empty: not served.",
+     "outside the pod. --metrics-address= (empty, on the command line): "
+     "not served.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        if (!t.empty() && t.rfind(':') == std::string_view::npos) {
@@ -823,14 +825,20 @@ void AppendFlagHelp(std::string* out, const Flag& flag) {
 std::string HelpText() {
   std::string out =
       "Usage: walwatch [flags]\n"
+      "       walwatch watch PATH [...]      print a watch stream "
+      "(walwatch watch --help)\n"
+      "       walwatch slots list|drop [...] list or drop walwatch's "
+      "replication slots\n"
+      "                                      (walwatch slots --help)\n"
       "\n"
       "Streams changes from a PostgreSQL logical replication slot (wal2json)\n"
       "and serves them as Kubernetes watch events.\n"
       "\n"
       "Flags are written --flag value or --flag=value. Every flag except\n"
       "--help can also be set with the environment variable named with it;\n"
-      "the command line wins. Durations: 500ms, 30s, 10m, 1h30m, or a bare\n"
-      "number of seconds. Sizes: 256Mi, 1Gi, 512Ki, 100M, 1G, or bytes.\n"
+      "the command line wins, and an empty variable counts as unset.\n"
+      "Durations: 500ms, 30s, 10m, 1h30m, or a bare number of seconds.\n"
+      "Sizes: 256Mi, 1Gi, 512Ki, 100M, 1G, or bytes.\n"
       "\n";
   for (const Flag& flag : kFlags) {
     if (flag.group == Group::kGeneral) AppendFlagHelp(&out, flag);

@@ -41,6 +41,7 @@ struct Config {
   std::string conninfo;
   // Logical replication slot; matches [a-z0-9_]{1,63}.
   std::string slot = "walwatch";
+  std::string slot_from;  // --slot-from's text, as given (slot holds the name)
   // Table-mapping JSON file. Empty means the built-in Clusterpedia resources
   // mapping.
   std::string mapping_path;

@@ -154,6 +154,52 @@ TEST_F(ClientsTest, WalwatchWatchReportsAStatusAnswer) {
       << r.output;
 }
 
+// walwatch slots: list, a dry run, then the drop, of slots with this test's
+// own prefix (the server's other slots belong to tests running beside it).
+TEST_F(ClientsTest, WalwatchSlotsListsAndDropsInactiveSlots) {
+  const std::string prefix = UniqueName("slotcli");
+  const std::string slot = prefix + "_gone_pod";
+  db().Exec("SELECT pg_create_logical_replication_slot('" + slot +
+            "', 'wal2json')");
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {WALWATCH_BINARY, "slots"});
+    return RunCommand(args, std::chrono::seconds(30));
+  };
+  CommandResult list =
+      run({"list", "--conninfo", Conninfo(), "--prefix", prefix});
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find(slot), std::string::npos) << list.output;
+
+  CommandResult dry = run({"drop", "--inactive-for", "0s", "--dry-run",
+                           "--conninfo", Conninfo(), "--prefix", prefix});
+  EXPECT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("would drop " + slot), std::string::npos)
+      << dry.output;
+  EXPECT_EQ(db().QueryValue("SELECT count(*) FROM pg_replication_slots "
+                            "WHERE slot_name = '" + slot + "'"),
+            "1");
+
+  CommandResult drop = run({"drop", "--inactive-for", "0s", "--conninfo",
+                            Conninfo(), "--prefix", prefix});
+  EXPECT_EQ(drop.exit_code, 0) << drop.output;
+  EXPECT_NE(drop.output.find("dropped " + slot), std::string::npos)
+      << drop.output;
+  EXPECT_EQ(db().QueryValue("SELECT count(*) FROM pg_replication_slots "
+                            "WHERE slot_name = '" + slot + "'"),
+            "0");
+
+  // Nothing left: the dry run says so too, rather than print nothing.
+  CommandResult none = run({"drop", "--inactive-for", "0s", "--dry-run",
+                            "--conninfo", Conninfo(), "--prefix", prefix});
+  EXPECT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("no inactive slot with prefix"), std::string::npos)
+      << none.output;
+
+  CommandResult help = run({"--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_EQ(help.output.rfind("usage: walwatch slots", 0), 0u) << help.output;
+}
+
 TEST_F(ClientsTest, KubectlOverTcpListen) {
   int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);

@@ -601,6 +601,12 @@ TEST(Config, SlotFromMakesAValidName) {
   Parsed p = Parse({"--slot-from", "walwatch_Clusterpedia-APIServer-0"});
   ASSERT_EQ(p.error, "");
   EXPECT_EQ(p.config.slot, "walwatch_clusterpedia_apiserver_0");
+  // The startup log shows both what was given and the name made of it.
+  EXPECT_NE(ConfigToJson(p.config).find(
+                "\"slot\":\"walwatch_clusterpedia_apiserver_0\","
+                "\"slot-from\":\"walwatch_Clusterpedia-APIServer-0\""),
+            std::string::npos)
+      << ConfigToJson(p.config);
   std::string long_a = "walwatch_" + std::string(60, 'a') + "-1";
   std::string long_b = "walwatch_" + std::string(60, 'a') + "-2";
   std::string a = SlotNameFrom(long_a), b = SlotNameFrom(long_b);
