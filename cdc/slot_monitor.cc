@@ -184,6 +184,13 @@ void SlotMonitor::Loop() {
     }
     // A failed poll may leave its query pending (a timeout): start over.
     if (conn && !PollOnce(conn.get())) conn.reset();
+    if (!conn && !stop_signal_->raised()) {
+      // The last status read may no longer hold (a slot invalidated while
+      // the server cannot be asked, say): say it is unknown, rather than
+      // keep showing it. The other readings keep their last value.
+      std::lock_guard<std::mutex> lock(mu_);
+      wal_status_ = "unknown";
+    }
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
       return;

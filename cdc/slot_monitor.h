@@ -60,7 +60,8 @@ class SlotMonitor {
   // than async): then commits on the server wait for walwatch's flush.
   bool synchronous() const { return synchronous_.load(); }
   // reserved, extended, unreserved, lost; "missing" if the slot is gone;
-  // "" before the first poll.
+  // "unknown" while polls fail (the server cannot be asked); "" before the
+  // first poll.
   std::string wal_status() const;
   uint64_t poll_errors() const { return poll_errors_.load(); }
 

@@ -179,9 +179,11 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
               "for walwatch's confirmed flush.",
               [&monitor] { return monitor.synchronous() ? 1.0 : 0.0; });
   for (const char* status :
-       {"reserved", "extended", "unreserved", "lost", "missing"}) {
+       {"reserved", "extended", "unreserved", "lost", "missing", "unknown"}) {
     m->AddLabeledGauge("walwatch_slot_wal_status",
-                       "1 for the slot's current wal_status.", "status", status,
+                       "1 for the slot's current wal_status (missing: no "
+                       "such slot; unknown: the last poll failed).",
+                       "status", status,
                        [&monitor, status] {
                          return monitor.wal_status() == status ? 1.0 : 0.0;
                        });

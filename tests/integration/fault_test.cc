@@ -1468,6 +1468,36 @@ TEST_F(FaultTest, StartupWaitsForAServerThatIsDown) {
   EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
 }
 
+// While the server cannot be asked, the slot's wal_status is unknown, not
+// the last status read: the slot may be invalidated meanwhile.
+TEST_F(FaultTest, SlotStatusIsUnknownWhileTheServerIsDown) {
+  StartCluster();
+  int metrics_port = FreeTcpPort();
+  auto o = Options();
+  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  auto* ww = Launch(o);
+  ASSERT_NE(ww, nullptr);
+  auto status_is = [&](const std::string& status, seconds timeout) {
+    auto deadline = In(timeout);
+    while (Clock::now() < deadline) {
+      if (Metric(metrics_port, "walwatch_slot_wal_status{status=\"" + status +
+                                   "\"}") == 1.0) {
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(status_is("reserved", seconds(20)));
+  db_.reset();
+  cluster_->Stop("fast");
+  EXPECT_TRUE(status_is("unknown", seconds(30)));
+  EXPECT_EQ(Metric(metrics_port, "walwatch_slot_wal_status{status=\"reserved\"}"),
+            0.0);
+  cluster_->Start();
+  EXPECT_TRUE(status_is("reserved", seconds(30)));
+}
+
 // A login the server refuses is not waited for: the server answers, and
 // waiting will not fix a wrong database name.
 TEST_F(FaultTest, StartupDoesNotWaitForALoginTheServerRefuses) {
