@@ -1,13 +1,21 @@
 #include "watchserver/ops_server.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
 
 #include "watchserver/logging.h"
 #include "watchserver/metrics.h"
+#include "watchserver/request_parser.h"
 
 namespace walwatch {
 
@@ -18,25 +26,79 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
+// The port is reachable from the whole cluster (the manifests bind
+// 0.0.0.0 for Prometheus), so what one connection may cost is bounded:
+// requests are GETs with a small header and no body, and only so many
+// connections are served at once (Prometheus and the kubelet's probes use
+// a handful); the others are closed as they come.
+constexpr size_t kMaxConnections = 64;
+constexpr uint32_t kMaxHeaderBytes = 8 * 1024;
+constexpr auto kIdleTimeout = std::chrono::seconds(30);
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+
+class OpsSession;
+
+// The open sessions, so that Stop can close those a keep-alive client
+// would hold open (a scraper on one connection would otherwise keep the
+// process from exiting).
+struct Sessions {
+  std::mutex mu;
+  std::unordered_map<OpsSession*, std::weak_ptr<OpsSession>> open;  // GUARDED_BY(mu)
+  bool stopped = false;                                            // GUARDED_BY(mu)
+};
+
 class OpsSession : public std::enable_shared_from_this<OpsSession> {
  public:
   OpsSession(tcp::socket socket, Metrics& metrics,
-             const std::function<std::string()>& ready)
-      : stream_(std::move(socket)), metrics_(metrics), ready_(ready) {}
+             const std::function<std::string()>& ready,
+             std::shared_ptr<Sessions> sessions)
+      : stream_(std::move(socket)),
+        metrics_(metrics),
+        ready_(ready),
+        sessions_(std::move(sessions)) {}
+  ~OpsSession() {
+    std::lock_guard<std::mutex> lock(sessions_->mu);
+    sessions_->open.erase(this);
+  }
 
-  void Start() { DoRead(); }
+  // False (and the connection dropped) when the server has stopped or
+  // serves kMaxConnections already.
+  bool Start() {
+    {
+      std::lock_guard<std::mutex> lock(sessions_->mu);
+      if (sessions_->stopped || sessions_->open.size() >= kMaxConnections) {
+        return false;
+      }
+      sessions_->open.emplace(this, weak_from_this());
+    }
+    DoRead();
+    return true;
+  }
+
+  // From any thread: ends the connection, whatever it is doing.
+  void Close() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      beast::error_code ignored;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      self->stream_.close();
+    });
+  }
 
  private:
   void DoRead() {
-    request_ = {};
-    stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(stream_, buffer_, request_,
+    parser_.emplace();
+    parser_->header_limit(kMaxHeaderBytes);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec,
                                                  size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec) return;  // closed, timed out, or malformed: just drop it
+    // Closed, timed out, stopped, or malformed (a body, which an empty_body
+    // refuses as it begins, or a header over 8 KiB): just drop it.
+    if (ec) return;
+    request_ = parser_->release();
     auto res = std::make_shared<http::response<http::string_body>>();
     res->version(request_.version());
     res->keep_alive(request_.keep_alive());
@@ -89,16 +151,21 @@ class OpsSession : public std::enable_shared_from_this<OpsSession> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  http::request<http::string_body> request_;
+  std::optional<RequestParser<http::empty_body>> parser_;
+  http::request<http::empty_body> request_;
   Metrics& metrics_;
   std::function<std::string()> ready_;
+  const std::shared_ptr<Sessions> sessions_;
 };
 
 }  // namespace
 
 struct OpsServer::Impl : std::enable_shared_from_this<OpsServer::Impl> {
   Impl(asio::io_context& io, Metrics& m, std::function<std::string()> r)
-      : io(io), acceptor(asio::make_strand(io)), metrics(m),
+      : io(io),
+        acceptor(asio::make_strand(io)),
+        retry_timer(acceptor.get_executor()),
+        metrics(m),
         ready(std::move(r)) {}
 
   void Accept() {
@@ -108,19 +175,28 @@ struct OpsServer::Impl : std::enable_shared_from_this<OpsServer::Impl> {
           if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) {
             return;
           }
-          if (!ec) {
-            std::make_shared<OpsSession>(std::move(s), self->metrics,
-                                         self->ready)
-                ->Start();
+          if (ec) {
+            // Out of file descriptors, say: retrying at once would spin
+            // until one is freed.
+            self->retry_timer.expires_after(kAcceptRetryDelay);
+            self->retry_timer.async_wait([self](beast::error_code wait_ec) {
+              if (!wait_ec) self->Accept();
+            });
+            return;
           }
+          auto session = std::make_shared<OpsSession>(
+              std::move(s), self->metrics, self->ready, self->sessions);
+          session->Start();  // closes the socket itself if refused
           self->Accept();
         });
   }
 
   asio::io_context& io;
   tcp::acceptor acceptor;
+  asio::steady_timer retry_timer;
   Metrics& metrics;
   std::function<std::string()> ready;
+  const std::shared_ptr<Sessions> sessions = std::make_shared<Sessions>();
 };
 
 OpsServer::OpsServer(asio::io_context& io, Metrics& metrics,
@@ -168,7 +244,17 @@ void OpsServer::Stop() {
   asio::post(impl->acceptor.get_executor(), [impl] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->retry_timer.cancel();
   });
+  std::vector<std::shared_ptr<OpsSession>> open;
+  {
+    std::lock_guard<std::mutex> lock(impl->sessions->mu);
+    impl->sessions->stopped = true;
+    for (auto& [raw, weak] : impl->sessions->open) {
+      if (auto session = weak.lock()) open.push_back(std::move(session));
+    }
+  }
+  for (auto& session : open) session->Close();
 }
 
 unsigned short OpsServer::port() const {

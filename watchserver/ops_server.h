@@ -6,6 +6,12 @@
 //   GET /readyz    200 when `ready` says so, else 503 with its reason
 // Anything else gets 404. Boost.Beast over Asio.
 //
+// The port may be reachable from the whole cluster, so a connection costs
+// little: a request with a body or a header over 8 KiB is dropped, an idle
+// connection is closed after 30 s, and past 64 open connections new ones
+// are closed as they come. Stop() closes the open ones too, so that a
+// keep-alive scraper does not hold the process after SIGTERM.
+//
 // Ownership: the caller owns the io_context and the Metrics, and keeps them
 // alive until Stop() has returned and the io_context has stopped.
 #ifndef WALWATCH_WATCHSERVER_OPS_SERVER_H_
