@@ -9,6 +9,11 @@
 // 1 MiB header limit, would end the process. (Later Boost versions report
 // http::error::header_field_value_too_large instead.) Here such a field is
 // http::error::header_limit, which the server answers with 431.
+//
+// It also bounds the number of fields (trailers included): each costs
+// Beast some 80 bytes beside its text, so 1 MiB of empty fields would cost
+// some 20 MB. kube-apiserver's clients send a dozen; past
+// kMaxHeaderFields, header_limit as well.
 #ifndef WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
 #define WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
 
@@ -25,6 +30,8 @@ namespace walwatch {
 // The longest field name or value basic_fields stores (its new_element).
 inline constexpr size_t kMaxHeaderFieldPartBytes =
     std::numeric_limits<std::uint16_t>::max() - 2;
+// The most header (and trailer) fields one request may have.
+inline constexpr size_t kMaxHeaderFields = 256;
 
 template <class Body>
 class RequestParser : public boost::beast::http::request_parser<Body> {
@@ -34,13 +41,16 @@ class RequestParser : public boost::beast::http::request_parser<Body> {
                      boost::beast::string_view value,
                      boost::beast::error_code& ec) override {
     if (name_string.size() > kMaxHeaderFieldPartBytes ||
-        value.size() > kMaxHeaderFieldPartBytes) {
+        value.size() > kMaxHeaderFieldPartBytes ||
+        ++fields_ > kMaxHeaderFields) {
       ec = boost::beast::http::error::header_limit;
       return;
     }
     // What http::parser::on_field_impl does; it is private there.
     this->get().insert(name, name_string, value);
   }
+
+  size_t fields_ = 0;
 };
 
 }  // namespace walwatch

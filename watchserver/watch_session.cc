@@ -242,6 +242,10 @@ void WatchSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
   // A long request made the buffer large; a watch holds it for its life.
   if (buffer_.capacity() > 16 * 1024) buffer_.shrink_to_fit();
   keep_alive_ = request_.keep_alive();
+  // Nothing reads the header fields or the body past this point, and a
+  // watch would hold them for its life (up to --max-header-bytes of them).
+  request_.clear();
+  request_.body() = std::string();
   HandleRequest();
 }
 

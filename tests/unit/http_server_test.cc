@@ -1001,6 +1001,28 @@ TEST_F(HttpServerTest, AHeaderFieldTooLongToStoreGets431AndTheServerSurvives) {
   EXPECT_EQ(client->status(), 200u);
 }
 
+// Each field costs Beast memory beside its text: their number is bounded.
+TEST_F(HttpServerTest, TooManyHeaderFieldsGet431) {
+  StartServer();
+  auto fields = [](size_t n) {
+    std::string f;
+    for (size_t i = 0; i < n; ++i) f += "X-" + std::to_string(i) + ": 1\r\n";
+    return f;
+  };
+  // Host counts too.
+  auto ok = Connect();
+  ok->SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\n" +
+              fields(kMaxHeaderFields - 1) + "\r\n");
+  ASSERT_TRUE(ok->ReadResponse());
+  EXPECT_EQ(ok->status(), 200u);
+  auto many = Connect();
+  many->SendRaw("GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n" +
+                fields(kMaxHeaderFields) + "\r\n");
+  ASSERT_TRUE(many->ReadResponse());
+  EXPECT_EQ(many->status(), 431u);
+  EXPECT_TRUE(many->ReadEof());
+}
+
 // A handler that throws takes itself down, not the process nor the
 // handlers queued behind it.
 TEST(RunHandlersTest, AnExceptionOutOfAHandlerEndsOnlyThatHandler) {
