@@ -882,6 +882,16 @@ bool FieldSelector::Matches(const Event& event) const {
 // ---- WatchFilter ----
 
 std::string WatchFilter::Create(const WatchFilterSpec& spec, WatchFilter* out) {
+  for (const auto& [name, text] :
+       {std::pair<const char*, const std::string&>{"labelSelector",
+                                                   spec.label_selector},
+        {"fieldSelector", spec.field_selector}}) {
+    if (text.size() > kMaxSelectorBytes) {
+      return std::string(name) + " is " + std::to_string(text.size()) +
+             " bytes long; walwatch takes at most " +
+             std::to_string(kMaxSelectorBytes);
+    }
+  }
   LabelSelector labels;
   std::string err = LabelSelector::Parse(spec.label_selector, &labels);
   if (!err.empty()) return err;

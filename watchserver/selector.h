@@ -154,6 +154,13 @@ struct WatchFilterSpec {
   std::string label_selector, field_selector;
 };
 
+// The longest labelSelector or fieldSelector a watch may give. A watch
+// holds its selectors, parsed, for its life, at some ten times their text:
+// without a bound, a few watches of 1 MiB selectors (inside the header
+// limit) would take hundreds of MB. 64 KiB is a set of some thousand
+// object names.
+inline constexpr size_t kMaxSelectorBytes = 64 * 1024;
+
 class WatchFilter {
  public:
   // Parses the selectors (the label selector first, as the apiserver decodes

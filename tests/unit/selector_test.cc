@@ -860,6 +860,29 @@ TEST(WatchFilter, Errors) {
   EXPECT_TRUE(f.Matches(MakeEvent("c", "n", "x")));
 }
 
+TEST(WatchFilter, SelectorsAreBounded) {
+  WatchFilterSpec spec = DeploymentsSpec();
+  // The longest selector taken: a set of names, as a list of objects would
+  // give.
+  std::string in = "app in (a0";
+  for (int i = 1; in.size() + 12 < kMaxSelectorBytes; ++i) {
+    in += ",a" + std::to_string(i);
+  }
+  in += ")";
+  ASSERT_LE(in.size(), kMaxSelectorBytes);
+  ASSERT_GT(in.size(), kMaxSelectorBytes - 12);
+  spec.label_selector = in;
+  WatchFilter f;
+  EXPECT_EQ(WatchFilter::Create(spec, &f), "");
+  spec.label_selector = std::string(kMaxSelectorBytes + 1, 'a');
+  EXPECT_EQ(WatchFilter::Create(spec, &f),
+            "labelSelector is 65537 bytes long; walwatch takes at most 65536");
+  spec.label_selector = "";
+  spec.field_selector = "metadata.name=" + std::string(kMaxSelectorBytes, 'a');
+  EXPECT_EQ(WatchFilter::Create(spec, &f),
+            "fieldSelector is 65550 bytes long; walwatch takes at most 65536");
+}
+
 TEST(WatchFilter, FromWatchRequest) {
   // What ParseRequest makes of
   // /clusters/c1/apis/apps/v1/namespaces/ns1/deployments?watch=1
