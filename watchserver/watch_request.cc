@@ -1,6 +1,7 @@
 #include "watchserver/watch_request.h"
 
 #include <limits>
+#include <simdjson.h>
 #include <vector>
 
 #include "watchserver/event_log.h"
@@ -67,6 +68,12 @@ std::string DecodePathSegment(std::string_view raw, std::string* out) {
     if (u < 0x20 || u == 0x7f) {
       return "path segment " + Quoted(*out) + " contains a control character";
     }
+  }
+  // A cluster or namespace segment goes to PostgreSQL as a text parameter,
+  // which refuses bytes that are not UTF-8: that would be a 500 for ever,
+  // not the client's 400.
+  if (!simdjson::validate_utf8(out->data(), out->size())) {
+    return "path segment " + Quoted(*out) + " is not valid UTF-8";
   }
   return "";
 }

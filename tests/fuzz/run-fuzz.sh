@@ -51,9 +51,9 @@ SOURCES[wal2json]="tests/fuzz/wal2json_fuzz.cc cdc/wal2json_decoder.cc
   schema/table_mapping.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
 # Boost assertions go to the handler in http_request_fuzz.cc (one of
 # Beast 1.74's is wrong).
-FLAGS[http]="-DBOOST_ENABLE_ASSERT_HANDLER"
+FLAGS[http]="-DBOOST_ENABLE_ASSERT_HANDLER -lsimdjson"
 FLAGS[selector]=""
-FLAGS[rv]=""
+FLAGS[rv]="-lsimdjson"
 FLAGS[wal2json]="-DSIMDJSON_DEVELOPMENT_CHECKS=1 -lsimdjson"
 # http: the session's read buffer (16 KiB header + 8 KiB body + 4 KiB);
 # wal2json: captured lines reach 21 KiB, and a transaction holds several.

@@ -278,9 +278,14 @@ TEST(WatchRequest, RejectsBadSegments) {
         "/api/v1/namespaces/a%00b/pods?watch=1",
         "/api/v1/namespaces/a%0Ab/pods?watch=1",
         "/clusters/%zz/api/v1/pods?watch=1", "/clusters/%4/api/v1/pods?watch=1",
-        "/clusters/abc%/api/v1/pods?watch=1", "pods", ""}) {
+        "/clusters/abc%/api/v1/pods?watch=1", "pods", "",
+        // Not UTF-8, raw or escaped: PostgreSQL would refuse it as a text
+        // parameter of the initial-state query.
+        "/api/v1/namespaces/\xff\xfe/pods?watch=1",
+        "/clusters/a%C3/api/v1/pods?watch=1"}) {
     ExpectError(Get(path), 400, "BadRequest");
   }
+  EXPECT_FALSE(Get("/clusters/caf%C3%A9/api/v1/pods?watch=1").error);
   std::string long_name(kMaxPathSegmentBytes + 1, 'a');
   ExpectError(Get("/api/v1/namespaces/" + long_name + "/pods?watch=1"), 400,
               "BadRequest");
