@@ -392,6 +392,19 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.too_large_rv_wait); }, false,
      true},
+    {"initial-state-timeout", Group::kServing, "DURATION",
+     "How long a watch may take to send its initial state (WatchList, or a "
+     "watch from resourceVersion 0). The state is read in one REPEATABLE "
+     "READ snapshot, which stays open while the client reads, holding back "
+     "VACUUM and a state reader: a client that reads more slowly gets 410 "
+     "Expired once this has passed, and relists. 0: no limit.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseDuration(t, &c->initial_state_timeout) ? ""
+                                                          : kExpectDuration;
+     },
+     [](const Config& c) { return FormatDuration(c.initial_state_timeout); },
+     false, true},
     {"bookmark-interval", Group::kServing, "DURATION",
      "A watch with allowWatchBookmarks=true gets a BOOKMARK about this often "
      "(each interval shortened by up to 5% at random); at least 1s. The "

@@ -77,6 +77,7 @@ struct Config {
   // How long a watch or list with a resourceVersion ahead of the stream waits
   // for the stream to catch up before it is answered "too large".
   std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};
+  std::chrono::milliseconds initial_state_timeout{std::chrono::minutes(5)};
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};

@@ -57,6 +57,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds bookmark_interval{60000};
   // Bytes of initial state queued between the reader and one watch.
   size_t max_initial_state_queue_bytes = size_t{4} << 20;
+  // How long the state reader may wait for a slow client before the watch
+  // ends with 410 (InitialStateStream); zero: no limit.
+  std::chrono::milliseconds initial_state_timeout{std::chrono::minutes(5)};
   // Initial state, list handoffs and fresh RVs. Not owned; may be null (then
   // those requests get 503).
   StateSource* state = nullptr;

@@ -35,10 +35,29 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
     std::unique_lock<std::mutex> lock(mu_);
     // Admit a batch whenever the queue is empty, so one batch larger than
     // the bound still passes.
-    space_.wait(lock, [&] {
+    auto room = [&] {
       return cancelled_ || queue_.empty() ||
              queued_bytes_ + bytes <= max_queued_bytes_;
-    });
+    };
+    if (timeout_.count() <= 0) {
+      space_.wait(lock, room);
+    } else if (!space_.wait_until(lock, deadline_, room)) {
+      // The client reads too slowly for the snapshot to stay open.
+      if (!failed_) {
+        failed_ = true;
+        error_ = {410, "Expired",
+                  "the initial state was not read within " +
+                      (timeout_.count() % 1000 == 0
+                           ? std::to_string(timeout_.count() / 1000) + " s"
+                           : std::to_string(timeout_.count()) + " ms") +
+                      " (--initial-state-timeout): the client reads too "
+                      "slowly; relist"};
+        NotifyLocked(&wake);
+      }
+      lock.unlock();
+      for (auto& w : wake) w();
+      return false;
+    }
     if (cancelled_) return false;
     for (auto& e : events) queue_.push_back(std::move(e));
     queued_bytes_ += bytes;

@@ -9,6 +9,7 @@
 #ifndef WALWATCH_WATCHSERVER_STATE_SOURCE_H_
 #define WALWATCH_WATCHSERVER_STATE_SOURCE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -42,15 +43,22 @@ struct StateQuery {
 
 // InitialStateStream carries one state read from the worker that reads it to
 // the session that sends it, with bounded memory: Push blocks while too much
-// is queued.
+// is queued. The worker holds a snapshot open meanwhile, so a consumer that
+// is still that slow `timeout` after the stream was made fails it: 410
+// Expired, and Push returns false.
 //
 // Producer (a worker thread): Ready(rv) first, then Push()*, then Finish();
 // or Fail() at any point. Consumer (a session strand): Take() with a wake-up.
 // Thread safety: all methods may be called from any thread.
 class InitialStateStream {
  public:
-  explicit InitialStateStream(size_t max_queued_bytes)
-      : max_queued_bytes_(max_queued_bytes) {}
+  // timeout zero: no limit.
+  explicit InitialStateStream(
+      size_t max_queued_bytes,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0))
+      : max_queued_bytes_(max_queued_bytes),
+        timeout_(timeout),
+        deadline_(std::chrono::steady_clock::now() + timeout) {}
 
   // Producer. The live stream continues after `rv`; initial events carry it.
   void Ready(uint64_t rv);
@@ -79,6 +87,8 @@ class InitialStateStream {
   void NotifyLocked(std::vector<std::function<void()>>* wake);
 
   const size_t max_queued_bytes_;
+  const std::chrono::milliseconds timeout_;
+  const std::chrono::steady_clock::time_point deadline_;
   mutable std::mutex mu_;
   std::condition_variable space_;
   std::deque<EventPtr> queue_;   // GUARDED_BY(mu_)

@@ -240,7 +240,8 @@ void WatchSession::StartInitialState() {
   AbandonStateRequest();
   ArmDeadline(kStateAnswerTimeout);
   state_stream_ = std::make_shared<InitialStateStream>(
-      context_->options.max_initial_state_queue_bytes);
+      context_->options.max_initial_state_queue_bytes,
+      context_->options.initial_state_timeout);
   state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
                               watch_.cluster, watch_.ns,
                               watch_.resource_version.value_or(0)},
@@ -322,6 +323,13 @@ void WatchSession::PumpInitialState() {
       InitialStateStream::Taken t = state_stream_->Take(&taken, StateWake());
       if (t.failed) {
         initial_pending_.clear();
+        if (t.error.code == 410) {
+          // This client read too slowly (--initial-state-timeout): like a
+          // watcher too far behind, it relists.
+          return WriteErrorAndEnd(
+              K8sStatus{410, "Expired", t.error.message, std::nullopt},
+              WatchEndReason::kBacklog);
+        }
         return WriteErrorAndEnd(
             K8sStatus{500, "InternalError",
                       "reading the initial state failed: " + t.error.message,

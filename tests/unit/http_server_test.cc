@@ -1261,6 +1261,57 @@ TEST_F(HttpServerTest, ManyStateEventsArriveInOrderThroughSmallWrites) {
   EXPECT_EQ(client->ReadLine(), Line(live));
 }
 
+// The state reader holds a snapshot open while it waits for the client:
+// past --initial-state-timeout a client that slow gets 410 and relists.
+TEST(InitialStateStreamTest, AConsumerTooSlowFailsTheStreamWith410) {
+  InitialStateStream stream(/*max_queued_bytes=*/1,
+                            std::chrono::milliseconds(200));
+  stream.Ready(kFloorRv);
+  ASSERT_TRUE(stream.Push({StatePod("a", kFloorRv)}));  // the queue was empty
+  EXPECT_FALSE(stream.Push({StatePod("b", kFloorRv)}));  // nobody takes "a"
+  std::vector<EventPtr> taken;
+  InitialStateStream::Taken t = stream.Take(&taken, [] {});
+  EXPECT_TRUE(t.failed);
+  EXPECT_EQ(t.error.code, 410);
+  EXPECT_EQ(t.error.reason, "Expired");
+  EXPECT_EQ(t.error.message,
+            "the initial state was not read within 200 ms "
+            "(--initial-state-timeout): the client reads too slowly; relist");
+}
+
+TEST_F(HttpServerTest, AClientTooSlowForTheInitialStateGets410) {
+  options_.max_initial_state_queue_bytes = 4096;
+  options_.initial_state_timeout = std::chrono::milliseconds(300);
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  std::atomic<bool> gave_up{false};
+  std::thread producer([&] {
+    stream->Ready(kFloorRv);
+    // Far more than the socket and the queue hold while nobody reads.
+    for (int i = 0; i < 20000; ++i) {
+      if (!stream->Push({StatePod("pod-" + std::to_string(i), kFloorRv)})) {
+        gave_up = true;
+        return;
+      }
+    }
+    stream->Finish();
+  });
+  ASSERT_TRUE(client->ReadHeader());
+  producer.join();  // the client has read nothing past the header yet
+  EXPECT_TRUE(gave_up);
+  std::optional<std::string> line, last;
+  while ((line = client->ReadLine())) last = line;
+  ASSERT_TRUE(last.has_value());
+  Parsed end = ParseLine(*last);
+  EXPECT_EQ(end.type, "ERROR") << *last;
+  EXPECT_NE(last->find("\"code\":410"), std::string::npos) << *last;
+  EXPECT_NE(last->find("--initial-state-timeout"), std::string::npos) << *last;
+}
+
 TEST_F(HttpServerTest, StateErrorBeforeReadyIsTheStatusAnswer) {
   state_.set_manual(true);
   StartServer();
