@@ -76,6 +76,7 @@ TEST(Config, DefaultJson) {
             "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
+            "\"initial-state-timeout\":\"5m\","
             "\"bookmark-interval\":\"1m\","
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
