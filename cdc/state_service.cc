@@ -374,6 +374,26 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
       done(0, &e);
       return;
     }
+  } else if (insert_lsn > log_->current_rv() + 1) {
+    // About to wait for the stream to pass it: an insertLSN the server has
+    // not reached yet was not read with the snapshot, and would hold this
+    // reader for --too-large-rv-wait for nothing.
+    uint64_t server_lsn = 0;
+    if (!Connect(&err) || !ReadInsertLsn(&server_lsn, &err)) {
+      StateError e{500, "InternalError", err};
+      done(0, &e);
+      return;
+    }
+    if (insert_lsn > server_lsn) {
+      StateError e{400, "BadRequest",
+                   "insertLSN " + FormatLsn(insert_lsn) +
+                       " is ahead of the server's WAL insert position " +
+                       FormatLsn(server_lsn) +
+                       ": read it with pg_current_snapshot(), in the same "
+                       "statement"};
+      done(0, &e);
+      return;
+    }
   }
   if (!WaitPassed(insert_lsn, wanted)) {
     if (!wanted()) return;  // the session gave up on it

@@ -883,6 +883,15 @@ TEST_F(WatchSemanticsTest, HandoffErrors) {
   ExpectBadRequest("/walwatch/v1/handoff?snapshot=" + QueryEscape(snap) +
                        "&insertLSN=xyz",
                    "insertLSN");
+  // An insertLSN the server has not reached was not read with the
+  // snapshot: refused at once, not waited for (--too-large-rv-wait) with
+  // a state reader held.
+  auto asked = Clock::now();
+  ExpectBadRequest("/walwatch/v1/handoff?snapshot=" + QueryEscape(snap) +
+                       "&insertLSN=FFFFFFFF/FFFFFFFF",
+                   "ahead of the server's WAL insert position");
+  EXPECT_LT(Clock::now() - asked, std::chrono::seconds(2))
+      << "answered only after the catch-up wait";
 }
 
 TEST_F(WatchSemanticsTest, FreshRvCoversTheCommitJustBefore) {
