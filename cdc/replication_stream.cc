@@ -323,8 +323,7 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
     if (std::string err = DropSlot(conn.get(), m.opt.slot, &m.stop); !err.empty()) {
       return err;
     }
-    ++stats_.slot_recreations;
-    stats_.slot_recreated_unix_us = NowUnixMicros();
+    stats_.SlotRecreated(NowUnixMicros());
     slot.exists = false;
   }
   if (!slot.exists) {
@@ -872,8 +871,7 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
     return "cannot parse pg_current_snapshot()";
   }
   slot_recreation_pending = false;
-  ++stats->slot_recreations;
-  stats->slot_recreated_unix_us = NowUnixMicros();
+  stats->SlotRecreated(NowUnixMicros());
   const uint64_t new_floor = slot.confirmed_flush - 1;
   const uint64_t old_server_wal = highest_server_wal ? highest_server_wal() : 0;
   // Below what this walwatch served, or what the server had written (which

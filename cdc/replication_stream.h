@@ -73,6 +73,10 @@ struct ReplicationStats {
   // When the slot was last recreated (Unix µs), 0 if never: a recreation at
   // startup is already in the first scrape, where a counter shows no rise.
   std::atomic<int64_t> slot_recreated_unix_us{0};
+  void SlotRecreated(int64_t now_unix_us) {
+    ++slot_recreations;
+    slot_recreated_unix_us = now_unix_us;
+  }
   // How far the stream is known complete: the last XLogData start, or a
   // keepalive's walEnd received between transactions.
   std::atomic<uint64_t> decoded_lsn{0};

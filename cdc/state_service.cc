@@ -367,24 +367,21 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
     done(0, &e);
     return;
   }
-  std::string err;
-  if (insert_lsn == 0) {
-    if (!Connect(&err) || !ReadInsertLsn(&insert_lsn, &err)) {
-      StateError e{500, "InternalError", err};
-      done(0, &e);
-      return;
-    }
-  } else if (insert_lsn > log_->current_rv() + 1) {
-    // About to wait for the stream to pass it: an insertLSN the server has
-    // not reached yet was not read with the snapshot, and would hold this
-    // reader for --too-large-rv-wait for nothing.
+  // Without an insertLSN, the server's is the one to wait for. With one
+  // the stream has not passed, check it first: one the server has not
+  // reached yet was not read with the snapshot, and would hold this reader
+  // for --too-large-rv-wait for nothing.
+  if (insert_lsn == 0 || insert_lsn > log_->current_rv() + 1) {
+    std::string err;
     uint64_t server_lsn = 0;
     if (!Connect(&err) || !ReadInsertLsn(&server_lsn, &err)) {
       StateError e{500, "InternalError", err};
       done(0, &e);
       return;
     }
-    if (insert_lsn > server_lsn) {
+    if (insert_lsn == 0) {
+      insert_lsn = server_lsn;
+    } else if (insert_lsn > server_lsn) {
       StateError e{400, "BadRequest",
                    "insertLSN " + FormatLsn(insert_lsn) +
                        " is ahead of the server's WAL insert position " +

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +77,23 @@ class ClientsTest : public WalwatchTest {
     }
   }
 
+  // Starts the client `argv_from(start_rv)` on a watch from a first row's
+  // commit, writes three rows, and checks that it prints exactly their
+  // lines, as they come.
+  void ExpectClientPrintsRows(
+      const WalwatchProcess& ww,
+      const std::function<std::vector<std::string>(uint64_t)>& argv_from,
+      const std::string& stderr_name,
+      std::vector<std::string> env = {}) {
+    uint64_t start_rv = 0;
+    ASSERT_NO_FATAL_FAILURE(WriteBefore(ww, &start_rv));
+    ChildProcess client(
+        {argv_from(start_rv), TempPath(stderr_name), true, std::move(env)});
+    std::vector<std::string> want;
+    ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
+    ExpectLines(client, want);
+  }
+
   std::string WriteKubeconfig(int port) {
     std::string path = TempPath("kubeconfig");
     std::ofstream out(path);
@@ -89,18 +107,17 @@ class ClientsTest : public WalwatchTest {
 
   // kubectl get --raw on a watch path through 127.0.0.1:port.
   void ExpectKubectlReceives(const WalwatchProcess& ww, int port) {
-    uint64_t start_rv = 0;
-    ASSERT_NO_FATAL_FAILURE(WriteBefore(ww, &start_rv));
-    ChildProcess kubectl({{"kubectl", "--kubeconfig", WriteKubeconfig(port),
-                           "--request-timeout", "60s", "get", "--raw",
-                           "/api/v1/pods?watch=1&timeoutSeconds=60&resourceVersion=" +
-                               std::to_string(start_rv)},
-                          TempPath("kubectl.stderr"),
-                          true,
-                          {"HOME=" + TempPath(""), "KUBECONFIG="}});
-    std::vector<std::string> want;
-    ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
-    ExpectLines(kubectl, want);
+    const std::string kubeconfig = WriteKubeconfig(port);
+    ExpectClientPrintsRows(
+        ww,
+        [&](uint64_t start_rv) {
+          return std::vector<std::string>{
+              "kubectl", "--kubeconfig", kubeconfig, "--request-timeout",
+              "60s", "get", "--raw",
+              "/api/v1/pods?watch=1&timeoutSeconds=60&resourceVersion=" +
+                  std::to_string(start_rv)};
+        },
+        "kubectl.stderr", {"HOME=" + TempPath(""), "KUBECONFIG="});
   }
 
   WatchClient reference_;
@@ -109,19 +126,17 @@ class ClientsTest : public WalwatchTest {
 TEST_F(ClientsTest, CurlOverUnixSocket) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
-  uint64_t start_rv = 0;
-  ASSERT_NO_FATAL_FAILURE(WriteBefore(*ww, &start_rv));
-  ChildProcess curl({{"curl", "-sSN", "--max-time", "60", "--unix-socket",
-                      ww->socket_path(),
-                      "http://localhost/api/v1/pods?watch=1&timeoutSeconds=60&"
-                      "resourceVersion=" +
-                          std::to_string(start_rv)},
-                     TempPath("curl.stderr"),
-                     true,
-                     {}});
-  std::vector<std::string> want;
-  ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
-  ExpectLines(curl, want);
+  ExpectClientPrintsRows(
+      *ww,
+      [&](uint64_t start_rv) {
+        return std::vector<std::string>{
+            "curl", "-sSN", "--max-time", "60", "--unix-socket",
+            ww->socket_path(),
+            "http://localhost/api/v1/pods?watch=1&timeoutSeconds=60&"
+            "resourceVersion=" +
+                std::to_string(start_rv)};
+      },
+      "curl.stderr");
 }
 
 // walwatch's own client prints each event as it arrives: a quiet stream's
@@ -129,17 +144,14 @@ TEST_F(ClientsTest, CurlOverUnixSocket) {
 TEST_F(ClientsTest, WalwatchWatchPrintsEventsAsTheyArrive) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
-  uint64_t start_rv = 0;
-  ASSERT_NO_FATAL_FAILURE(WriteBefore(*ww, &start_rv));
-  ChildProcess watch({{WALWATCH_BINARY, "watch", "/api/v1/pods", "--socket",
-                       ww->socket_path(), "--rv", std::to_string(start_rv),
-                       "-o", "json"},
-                      TempPath("walwatch-watch.stderr"),
-                      true,
-                      {}});
-  std::vector<std::string> want;
-  ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
-  ExpectLines(watch, want);
+  ExpectClientPrintsRows(
+      *ww,
+      [&](uint64_t start_rv) {
+        return std::vector<std::string>{
+            WALWATCH_BINARY, "watch", "/api/v1/pods", "--socket",
+            ww->socket_path(), "--rv", std::to_string(start_rv), "-o", "json"};
+      },
+      "walwatch-watch.stderr");
 }
 
 // A Status answer is reported as such, with its code and reason.

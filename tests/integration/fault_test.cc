@@ -384,6 +384,20 @@ class FaultTest : public ::testing::Test {
     return out;
   }
 
+  // A watch from the marker receives a row committed now: walwatch streams.
+  void ExpectANewRowArrives(const WalwatchProcess& ww) {
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww.socket_path(),
+                           "/api/v1/pods?watch=1&resourceVersion=" +
+                               std::to_string(Marker()),
+                           In(seconds(20))));
+    ASSERT_EQ(watch.status(), 200) << watch.body();
+    InsertRow(db(), Pod("c1", "default", "after-the-wait"));
+    WatchEvent added;
+    ASSERT_TRUE(watch.NextEvent(&added, In(seconds(20))));
+    EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
+  }
+
   // walwatch_slot_recreated_timestamp_seconds says a recreation within
   // the last two minutes.
   void ExpectRecreatedRecently(int port) {
@@ -1457,15 +1471,7 @@ TEST_F(FaultTest, StartupWaitsForAServerThatIsDown) {
   db_ = std::make_unique<PgConnection>(Conninfo());
   auto ready = ww->WaitReady(seconds(60));
   ASSERT_TRUE(ready) << ready.message();
-  WatchClient watch;
-  ASSERT_TRUE(watch.Open(ww->socket_path(), "/api/v1/pods?watch=1&resourceVersion=" +
-                                                std::to_string(Marker()),
-                         In(seconds(20))));
-  ASSERT_EQ(watch.status(), 200) << watch.body();
-  InsertRow(db(), Pod("c1", "default", "after-the-wait"));
-  WatchEvent added;
-  ASSERT_TRUE(watch.NextEvent(&added, In(seconds(20))));
-  EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
+  ExpectANewRowArrives(*ww);
 }
 
 // While the server cannot be asked, the slot's wal_status is unknown, not
@@ -1539,16 +1545,7 @@ TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
                         "walsender lives until wal_sender_timeout)")
                    .empty());
   // And it streams.
-  WatchClient watch;
-  ASSERT_TRUE(watch.Open(ww->socket_path(),
-                         "/api/v1/pods?watch=1&resourceVersion=" +
-                             std::to_string(Marker()),
-                         In(seconds(20))));
-  ASSERT_EQ(watch.status(), 200) << watch.body();
-  InsertRow(db(), Pod("a", "a", "after-the-wait"));
-  WatchEvent added;
-  ASSERT_TRUE(watch.NextEvent(&added, In(seconds(20))));
-  EXPECT_EQ(added.name(), "after-the-wait") << added.raw;
+  ExpectANewRowArrives(*ww);
 }
 
 // SIGTERM while startup waits for the slot: a clean exit, not death by the

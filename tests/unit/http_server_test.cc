@@ -659,6 +659,18 @@ class HttpServerTest : public ::testing::Test {
     return client;
   }
 
+  // Sends `request` on a new connection: the answer is a Status with
+  // `code` and `reason`, and the connection closes after it.
+  void ExpectRefusedAndClosed(const std::string& request, unsigned code,
+                              const std::string& reason) {
+    auto client = Connect();
+    client->SendRaw(request);
+    ASSERT_TRUE(client->ReadResponse());
+    EXPECT_EQ(client->status(), code);
+    EXPECT_EQ(client->BodyJson()["reason"], reason);
+    EXPECT_TRUE(client->ReadEof());
+  }
+
   // Connects and GETs `target`, whose answer must begin as a 200 stream.
   // Null (and a test failure) otherwise.
   std::unique_ptr<TestClient> OpenWatch(const std::string& target) {
@@ -958,12 +970,7 @@ TEST_F(HttpServerTest, MalformedHttpGets400AndTheServerSurvives) {
         std::string("GET /healthz HTTP/9\r\n\r\n"),
         std::string("GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n"),
         std::string("\x01\x02\xff\xfe\r\n\r\n", 8)}) {
-    auto client = Connect();
-    client->SendRaw(garbage);
-    ASSERT_TRUE(client->ReadResponse());
-    EXPECT_EQ(client->status(), 400u);
-    EXPECT_EQ(client->BodyJson()["reason"], "BadRequest");
-    EXPECT_TRUE(client->ReadEof());
+    ASSERT_NO_FATAL_FAILURE(ExpectRefusedAndClosed(garbage, 400, "BadRequest"));
   }
   auto big = Connect();
   big->SendRaw("GET /healthz HTTP/1.1\r\nX-Big: " +
@@ -987,12 +994,8 @@ TEST_F(HttpServerTest, AHeaderFieldTooLongToStoreGets431AndTheServerSurvives) {
         "GET /api/v1/pods?watch=1 HTTP/1.1\r\nX-Big: " +
             std::string(70000, 'x') + "\r\n\r\n",
         "GET /healthz HTTP/1.1\r\nX-" + too_long + ": 1\r\n\r\n"}) {
-    auto client = Connect();
-    client->SendRaw(request);
-    ASSERT_TRUE(client->ReadResponse());
-    EXPECT_EQ(client->status(), 431u);
-    EXPECT_EQ(client->BodyJson()["reason"], "RequestEntityTooLarge");
-    EXPECT_TRUE(client->ReadEof());
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectRefusedAndClosed(request, 431, "RequestEntityTooLarge"));
   }
   // The longest field Beast stores is still a request like any other.
   auto client = Connect();
@@ -1015,12 +1018,9 @@ TEST_F(HttpServerTest, TooManyHeaderFieldsGet431) {
               fields(kMaxHeaderFields - 1) + "\r\n");
   ASSERT_TRUE(ok->ReadResponse());
   EXPECT_EQ(ok->status(), 200u);
-  auto many = Connect();
-  many->SendRaw("GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n" +
-                fields(kMaxHeaderFields) + "\r\n");
-  ASSERT_TRUE(many->ReadResponse());
-  EXPECT_EQ(many->status(), 431u);
-  EXPECT_TRUE(many->ReadEof());
+  ExpectRefusedAndClosed("GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n" +
+                             fields(kMaxHeaderFields) + "\r\n",
+                         431, "RequestEntityTooLarge");
 }
 
 // A handler that throws takes itself down, not the process nor the
