@@ -147,6 +147,12 @@ metric() {
     awk -v m="$1" '$1 == m { printf "%.0f\n", $2 }'
 }
 
+# The sum of a metric's series over all its labels (0 if it has none yet).
+metric_sum() {
+  curl -s --max-time 2 "http://$METRICS_ADDR/metrics" 2>/dev/null |
+    awk -v m="$1" '{ name = $1; sub(/\{.*/, "", name) } name == m { s += $2 } END { printf "%.0f\n", s }'
+}
+
 # CPU time (user + system, all threads) of a process, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 CLK_TCK=$(getconf CLK_TCK)

@@ -14,10 +14,13 @@
 # cases: what walwatch adds is the difference, and a target this ideal server
 # misses here cannot be met by walwatch here either.
 #
-# Cases: BENCH_CEILING_CASES, words WATCHERS:RATE:BATCH_MS:THREADS (default
-# "1000:1000:0:1 1000:2000:0:1 1000:2000:5:1 1000:2000:0:2"; BATCH_MS 0
-# writes as soon as an event is due, as walwatch does, > 0 holds events back
-# and writes at most every BATCH_MS; THREADS writing threads). Each case runs
+# Cases: BENCH_CEILING_CASES, words WATCHERS:RATE:BATCH_MS:THREADS[:WRITE]
+# (default "1000:1000:0:1 1000:2000:0:1 1000:2000:5:1 1000:2000:0:2
+# 1000:2000:0:1:sendfile 1000:2000:5:1:sendfile"; BATCH_MS 0 writes as soon
+# as an event is due, as walwatch does, > 0 holds events back and writes at
+# most every BATCH_MS; THREADS writing threads; WRITE "copy" (the default:
+# writev from memory) or "sendfile" (from a memfd, so that the socket takes
+# references to its pages instead of a copy). Each case runs
 # BENCH_CEILING_SECONDS (5) per run, BENCH_CEILING_REPS (3) runs; medians are
 # reported, max of all runs. BENCH_CEILING_EVENT_BYTES (1265: the fan-out
 # benchmark's event lines of ~1 KB objects). BENCH_REPORT: also write the
@@ -30,7 +33,7 @@ source "$(dirname "$0")/bench_lib.sh"
 # shellcheck disable=SC2034
 BENCH_NAME=ceiling  # bench_say's prefix
 
-CASES=${BENCH_CEILING_CASES:-"1000:1000:0:1 1000:2000:0:1 1000:2000:5:1 1000:2000:0:2"}
+CASES=${BENCH_CEILING_CASES:-"1000:1000:0:1 1000:2000:0:1 1000:2000:5:1 1000:2000:0:2 1000:2000:0:1:sendfile 1000:2000:5:1:sendfile"}
 RUN_SECONDS=${BENCH_CEILING_SECONDS:-5}
 REPS=${BENCH_CEILING_REPS:-3}
 EVENT_BYTES=${BENCH_CEILING_EVENT_BYTES:-1265}
@@ -61,13 +64,20 @@ trap 'exit 143' TERM
 RESULTS=$DIR/results.txt
 : >"$RESULTS"
 
-# One run; appends "n rate batch threads rep key=value..." to $RESULTS.
+# One run of a case word; appends "word rep key=value..." to $RESULTS.
 run_case() {
-  local n=$1 rate=$2 batch=$3 threads=$4 rep=$5
-  local tag="$n.$rate.$batch.$threads.$rep" sock=$DIR/s.sock i
+  local spec=$1 rep=$2 n rate batch threads write
+  IFS=: read -r n rate batch threads write <<<"$spec"
+  local tag="${spec//:/.}.$rep" sock=$DIR/s.sock i
+  local -a write_flag=()
+  case ${write:-copy} in
+    copy) ;;
+    sendfile) write_flag=(--sendfile) ;;
+    *) bench_die "case $spec: WRITE must be copy or sendfile" ;;
+  esac
   rm -f "$sock"
   "$CEILING" --socket "$sock" --watchers "$n" --rate "$rate" --duration "$RUN_SECONDS" \
-    --batch-ms "$batch" --threads "$threads" --event-bytes "$EVENT_BYTES" \
+    --batch-ms "$batch" --threads "$threads" --event-bytes "$EVENT_BYTES" "${write_flag[@]}" \
     --start-file "$DIR/ready.$tag" --done-file "$DIR/done.$tag" \
     >"$DIR/server.$tag" 2>"$DIR/server.$tag.err" &
   SERVER_PID=$!
@@ -111,25 +121,22 @@ run_case() {
       printf "deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f server_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f writes_per_delivery=%s behind_ms=%s lost=%d dup=%d short=%d event_bytes=%.0f",
         events / secs, p50 / 1e3, p99 / 1e3, max / 1e3, 100 * sv / hz / wall, 100 * cl / hz / wall,
         100 * m / hz / wall, wpd, behind, lost, dup, short, (events > 0 ? ebytes / events : 0) }')
-  echo "$n $rate $batch $threads $rep $line" >>"$RESULTS"
-  bench_say "watchers=$n rate=$rate batch_ms=$batch threads=$threads run $rep: $line"
+  echo "$spec $rep $line" >>"$RESULTS"
+  bench_say "watchers=$n rate=$rate batch_ms=$batch threads=$threads write=${write:-copy} run $rep: $line"
 }
 
 # Runs interleaved (every case once, then again), so that the machine's drift
 # falls on all cases alike.
 for ((rep = 1; rep <= REPS; rep++)); do
-  for c in $CASES; do
-    IFS=: read -r n rate batch threads <<<"$c"
-    run_case "$n" "$rate" "$batch" "$threads" "$rep"
-  done
+  for c in $CASES; do run_case "$c" "$rep"; done
 done
 
 # --- the report ---------------------------------------------------------------
 
 agg() {
-  local how=$1 key=$2 n=$3 rate=$4 batch=$5 threads=$6
-  awk -v n="$n" -v r="$rate" -v b="$batch" -v t="$threads" -v key="$key" \
-    '$1 == n && $2 == r && $3 == b && $4 == t { for (i = 6; i <= NF; i++) { split($i, kvp, "="); if (kvp[1] == key) print kvp[2] } }' \
+  local how=$1 key=$2 spec=$3
+  awk -v spec="$spec" -v key="$key" \
+    '$1 == spec { for (i = 3; i <= NF; i++) { split($i, kvp, "="); if (kvp[1] == key) print kvp[2] } }' \
     "$RESULTS" | {
     case $how in
       median) median ;;
@@ -144,26 +151,27 @@ report() {
   echo
   echo "Fan-out ceiling (\`tests/bench/ceiling_bench.sh\`): fanout_ceiling, an ideal server with no database, no decoding and no event log, writes event lines of $EVENT_BYTES bytes from a timer to N watchers of one stream, each event's bytes built once; fanout_client reads and checks them as in the fan-out benchmark. ${RUN_SECONDS} s per run, runs of all cases interleaved; medians of $REPS runs (max: of all runs). CPU in % of one core (machine: of $(($(nproc) * 100)) %)."
   echo
-  echo "| watchers | events/s | write batching | writing threads | deliveries/s | p50 ms | p99 ms (all runs) | max ms | server CPU % | client CPU % | machine CPU % | writes per delivery | lost / dup / short |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| watchers | events/s | write batching | writing threads | write | deliveries/s | p50 ms | p99 ms (all runs) | max ms | server CPU % | client CPU % | machine CPU % | writes per delivery | lost / dup / short |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  local c n rate batch threads write
   for c in $CASES; do
-    IFS=: read -r n rate batch threads <<<"$c"
+    IFS=: read -r n rate batch threads write <<<"$c"
     local batching="none"
     [[ "$batch" == 0 ]] || batching="every $batch ms"
-    printf '| %s | %s | %s | %s | %.0f | %.2f | %.2f (%s) | %.1f | %s | %s | %s | %s | %s / %s / %s |\n' \
-      "$n" "$rate" "$batching" "$threads" \
-      "$(agg median deliveries_per_s "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median p50_ms "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median p99_ms "$n" "$rate" "$batch" "$threads")" \
-      "$(agg all p99_ms "$n" "$rate" "$batch" "$threads")" \
-      "$(agg max max_ms "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median server_cpu "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median client_cpu "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median machine_cpu "$n" "$rate" "$batch" "$threads")" \
-      "$(agg median writes_per_delivery "$n" "$rate" "$batch" "$threads")" \
-      "$(agg sum lost "$n" "$rate" "$batch" "$threads")" \
-      "$(agg sum dup "$n" "$rate" "$batch" "$threads")" \
-      "$(agg sum short "$n" "$rate" "$batch" "$threads")"
+    printf '| %s | %s | %s | %s | %s | %.0f | %.2f | %.2f (%s) | %.1f | %s | %s | %s | %s | %s / %s / %s |\n' \
+      "$n" "$rate" "$batching" "$threads" "${write:-copy}" \
+      "$(agg median deliveries_per_s "$c")" \
+      "$(agg median p50_ms "$c")" \
+      "$(agg median p99_ms "$c")" \
+      "$(agg all p99_ms "$c")" \
+      "$(agg max max_ms "$c")" \
+      "$(agg median server_cpu "$c")" \
+      "$(agg median client_cpu "$c")" \
+      "$(agg median machine_cpu "$c")" \
+      "$(agg median writes_per_delivery "$c")" \
+      "$(agg sum lost "$c")" \
+      "$(agg sum dup "$c")" \
+      "$(agg sum short "$c")"
   done
 }
 

@@ -97,6 +97,10 @@ run_case() {
   wait_for_file "$DIR/ready.$tag" "$CLIENT_PID" ||
     { cat "$DIR/client.$tag.err" >&2; bench_die "the watchers did not start ($tag)"; }
   local ww0 cl0 m0 t0 ww1 cl1 m1 t1 t0_ns
+  # walwatch's own count of its event writes (one commit-to-write
+  # observation per write) and of the events they carried.
+  local wr0 ev0 wr1 ev1
+  wr0=$(metric_sum walwatch_commit_to_write_seconds_count) ev0=$(metric_sum walwatch_events_sent_total)
   ww0=$(cpu_ticks "$WALWATCH_PID") cl0=$(cpu_ticks "$CLIENT_PID") m0=$(machine_busy_ticks) t0=$(now_s)
   t0_ns=$(date +%s%N)
   "$BENCH_WRITER" --conninfo "$CONNINFO" --mode "$mode" --object-bytes "$OBJECT_BYTES" \
@@ -106,6 +110,7 @@ run_case() {
   wait "$CLIENT_PID" || true
   CLIENT_PID=""
   ww1=$(cpu_ticks "$WALWATCH_PID") m1=$(machine_busy_ticks) t1=$(now_s)
+  wr1=$(metric_sum walwatch_commit_to_write_seconds_count) ev1=$(metric_sum walwatch_events_sent_total)
   kill -0 "$WALWATCH_PID" 2>/dev/null || { tail -n 20 "$DIR/walwatch.log" >&2; bench_die "walwatch died ($tag)"; }
   local c=$DIR/client.$tag w=$DIR/writer.$tag
   local line
@@ -115,16 +120,16 @@ run_case() {
     -v max="$(kv "$c" latency_max_us)" -v errors="$(kv "$c" errors)" -v e410="$(kv "$c" errors_410)" \
     -v lost="$(kv "$c" lost)" -v dup="$(kv "$c" duplicates)" -v ooo="$(kv "$c" out_of_order)" \
     -v short="$(kv "$c" short_at_end)" -v ended="$(kv "$c" ended)" -v stmt="$(kv "$w" statement_p99_us)" \
-    -v last_ns="$(kv "$c" last_event_ns)" -v t0_ns="$t0_ns" \
+    -v last_ns="$(kv "$c" last_event_ns)" -v t0_ns="$t0_ns" -v wwrites=$((wr1 - wr0)) -v wevents=$((ev1 - ev0)) \
     'BEGIN { wall = t1 - t0
       # Deliveries over the writing time, or until the last event arrived
       # if the watchers were still catching up after the writer stopped.
       span = (last_ns - t0_ns) / 1e9; if (span < wsec) span = wsec
       lag = span - wsec
-      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f tail_s=%.2f",
+      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f writes_per_delivery=%.3f tail_s=%.2f",
         writes, wrate, events / span, p50 / 1e3, p99 / 1e3, max / 1e3,
         100 * ww / hz / wall, 100 * cl / hz / wall, 100 * m / hz / wall,
-        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0), lag }')
+        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0), (wevents > 0 ? wwrites / wevents : 0), lag }')
   echo "$mode $n $rate $rep $line" >>"$RESULTS"
   bench_say "$mode watchers=$n rate=$rate run $rep: $line"
   SATURATED=0

@@ -9,7 +9,7 @@
 // figures compare with tests/bench/fanout_bench.sh's.
 //
 //   fanout_ceiling --socket PATH --watchers N --rate R --duration S
-//       [--batch-ms B] [--threads T] [--event-bytes E]
+//       [--batch-ms B] [--threads T] [--event-bytes E] [--sendfile]
 //       [--start-file F] [--done-file F]
 //
 //   --batch-ms B     0 (the default): a watcher is written to as soon as an
@@ -20,6 +20,12 @@
 //                    watchers i with i % T == t
 //   --event-bytes E  the size of an event line (default 1265, the fan-out
 //                    benchmark's ~1 KB objects)
+//   --sendfile       each chunk is appended once to a memfd (one per
+//                    writing thread) and sent to each watcher with
+//                    sendfile(2) from it, rather than written from memory
+//                    with writev(2): the kernel (6.5 and later) then hands
+//                    the socket references to the file's pages instead of
+//                    copying the bytes into it
 //   --start-file F   wait for F (fanout_client's --ready-file) before the
 //                    first event
 //   --done-file F    written once the last event has been made, in
@@ -37,7 +43,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -92,6 +100,7 @@ struct Options {
   double batch_ms = 0;
   size_t threads = 1;
   size_t event_bytes = 1265;
+  bool sendfile = false;
   std::string start_file, done_file;
 };
 
@@ -100,7 +109,7 @@ struct Options {
   std::fprintf(stderr,
                "usage: fanout_ceiling --socket PATH --watchers N --rate R "
                "--duration S [--batch-ms B] [--threads T] [--event-bytes E] "
-               "[--start-file F] [--done-file F]\n");
+               "[--sendfile] [--start-file F] [--done-file F]\n");
   std::exit(2);
 }
 
@@ -126,6 +135,8 @@ Options Parse(int argc, char** argv) {
       o.threads = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--event-bytes") {
       o.event_bytes = std::strtoull(value().c_str(), nullptr, 10);
+    } else if (a == "--sendfile") {
+      o.sendfile = true;
     } else if (a == "--start-file") {
       o.start_file = value();
     } else if (a == "--done-file") {
@@ -169,12 +180,42 @@ struct Watcher {
   int fd = -1;
   std::deque<Chunk> queue;  // chunks the socket had no room for yet
   size_t offset = 0;        // bytes of queue.front() already written
+  // --sendfile: the bytes of the thread's memfd sent so far; everything up
+  // to the file's end is due.
+  off_t sent = 0;
+};
+
+// --sendfile: one writing thread's chunks, appended to a memfd.
+struct EventFile {
+  int fd = -1;
+  off_t end = 0;
 };
 
 struct Stats {
   uint64_t writes = 0, partial_writes = 0, deliveries = 0;
   int64_t behind_ns_max = 0;
 };
+
+// --sendfile: sends as much of the file as the watcher's socket takes.
+void FlushFile(Watcher& w, const EventFile& file, Stats& stats) {
+  while (w.sent < file.end) {
+    ssize_t n = sendfile(w.fd, file.fd, &w.sent,
+                         static_cast<size_t>(file.end - w.sent));
+    ++stats.writes;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        ++stats.partial_writes;
+        return;
+      }
+      Die(std::string("sendfile: ") + std::strerror(errno));
+    }
+    if (w.sent < file.end) {
+      ++stats.partial_writes;
+      return;  // the socket is full
+    }
+  }
+}
 
 // Writes as much of a watcher's queue as its socket takes, up to 64 chunks
 // per writev.
@@ -221,6 +262,14 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
   auto due_at = [&](uint64_t seq) {
     return t0_ns + static_cast<int64_t>((seq - 1) * interval_ns);
   };
+  EventFile file;
+  if (o.sendfile) {
+    file.fd = memfd_create("events", MFD_CLOEXEC);
+    if (file.fd < 0) Die(std::string("memfd_create: ") + std::strerror(errno));
+  }
+  auto pending = [&](const Watcher* w) {
+    return o.sendfile ? w->sent < file.end : !w->queue.empty();
+  };
   uint64_t next = 1;
   int64_t last_wake = 0;
   while (next <= total) {
@@ -239,9 +288,18 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
     auto chunk = std::make_shared<std::string>(size_line, static_cast<size_t>(n));
     *chunk += body;
     *chunk += "\r\n";
-    for (Watcher* w : watchers) {
-      w->queue.push_back(chunk);
-      Flush(*w, *stats);
+    if (o.sendfile) {
+      if (pwrite(file.fd, chunk->data(), chunk->size(), file.end) !=
+          static_cast<ssize_t>(chunk->size())) {
+        Die(std::string("pwrite: ") + std::strerror(errno));
+      }
+      file.end += static_cast<off_t>(chunk->size());
+      for (Watcher* w : watchers) FlushFile(*w, file, *stats);
+    } else {
+      for (Watcher* w : watchers) {
+        w->queue.push_back(chunk);
+        Flush(*w, *stats);
+      }
     }
     stats->deliveries += (last - next + 1) * watchers.size();
     next = last + 1;
@@ -252,17 +310,25 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
     std::vector<pollfd> fds;
     std::vector<Watcher*> waiting;
     for (Watcher* w : watchers) {
-      if (w->queue.empty()) continue;
+      if (!pending(w)) continue;
       fds.push_back({w->fd, POLLOUT, 0});
       waiting.push_back(w);
     }
-    if (fds.empty()) return;
+    if (fds.empty()) {
+      if (file.fd >= 0) close(file.fd);
+      return;
+    }
     if (poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) {
       Die(std::string("poll: ") + std::strerror(errno));
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents & (POLLERR | POLLHUP)) Die("a watcher went away");
-      if (fds[i].revents & POLLOUT) Flush(*waiting[i], *stats);
+      if (!(fds[i].revents & POLLOUT)) continue;
+      if (o.sendfile) {
+        FlushFile(*waiting[i], file, *stats);
+      } else {
+        Flush(*waiting[i], *stats);
+      }
     }
   }
 }
