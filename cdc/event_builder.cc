@@ -96,6 +96,9 @@ bool SameLabels(LabelList a, LabelList b) {
 }  // namespace
 
 struct EventBuilder::Impl {
+  explicit Impl(WireArena* arena) : arena(arena) {}
+
+  WireArena* const arena;
   od::parser parser;
   std::string scratch;  // for objects whose buffer lacks padding
   // Events of one object, or of one workload's replicas, share their filter
@@ -125,7 +128,8 @@ struct EventBuilder::Impl {
   static void WriteWire(const Wire& wire, char* out);
 };
 
-EventBuilder::EventBuilder() : impl_(std::make_unique<Impl>()) {}
+EventBuilder::EventBuilder(WireArena* arena)
+    : impl_(std::make_unique<Impl>(arena)) {}
 EventBuilder::~EventBuilder() = default;
 
 std::string EventBuilder::Impl::Analyze(const std::string& text,
@@ -431,7 +435,8 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     }
     MutableEventPtr e = Event::Allocate(
         std::move(fields), std::move(prev_fields),
-        Col(p.row, MappedField::kName).text, wire.size, prev_wire.size);
+        Col(p.row, MappedField::kName).text, wire.size, prev_wire.size,
+        impl_->arena);
     Impl::WriteWire(wire, e->mutable_wire());
     if (p.labels_changed) Impl::WriteWire(prev_wire, e->mutable_prev_wire());
     e->last_in_txn = i + 1 == pending.size();

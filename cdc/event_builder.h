@@ -25,6 +25,7 @@
 
 #include "cdc/transaction_assembler.h"
 #include "watchserver/event.h"
+#include "watchserver/wire_arena.h"
 
 namespace walwatch {
 
@@ -33,7 +34,10 @@ inline constexpr const char kMemberResourceVersionAnnotation[] =
 
 class EventBuilder {
  public:
-  EventBuilder();
+  // With an `arena` (null: the heap), events are built in it (WireArena:
+  // the watch sessions then sendfile their lines). It must outlive the
+  // builder; the events may outlive both.
+  explicit EventBuilder(WireArena* arena = nullptr);
   ~EventBuilder();
   EventBuilder(const EventBuilder&) = delete;
   EventBuilder& operator=(const EventBuilder&) = delete;

@@ -21,6 +21,7 @@
 #include "watchserver/event_log.h"
 #include "watchserver/logging.h"
 #include "watchserver/resource_catalog.h"
+#include "watchserver/wire_arena.h"
 
 namespace walwatch {
 
@@ -65,6 +66,19 @@ bool SlotIsGone(const std::string& error) {
           error.find("does not exist") != std::string::npos);
 }
 
+// The arena the log's events are built in, or null (heap) if the options say
+// so or the system has no memfd.
+std::unique_ptr<WireArena> MakeWireArena(const ReplicationOptions& opt) {
+  if (!opt.events_in_arena) return nullptr;
+  std::string error;
+  std::unique_ptr<WireArena> arena = WireArena::Create(&error);
+  if (!arena) {
+    LogWarn("events stay on the heap and are copied to each watcher",
+            {{"error", error}});
+  }
+  return arena;
+}
+
 }  // namespace
 
 struct ReplicationStream::Impl {
@@ -76,6 +90,8 @@ struct ReplicationStream::Impl {
         streaming(streaming),
         decoder(opt.mapping),
         assembler(opt.max_transaction_bytes, 0),
+        arena(MakeWireArena(opt)),
+        builder(arena.get()),
         wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Impl() {
     if (wake_fd >= 0) close(wake_fd);
@@ -87,6 +103,8 @@ struct ReplicationStream::Impl {
   std::atomic<bool>* const streaming;
   Wal2JsonDecoder decoder;
   TransactionAssembler assembler;
+  // Declared before the builder, which allocates from it.
+  std::unique_ptr<WireArena> arena;
   EventBuilder builder;
   Wal2JsonRecord record;
   Transaction txn;

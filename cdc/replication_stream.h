@@ -51,6 +51,10 @@ struct ReplicationOptions {
   // Backoff between reconnect attempts.
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10000};
+  // Build the log's events in a WireArena (a memfd), so that watch sessions
+  // send them with sendfile(2) instead of copying them into every socket.
+  // Without a memfd, or when false, they stay on the heap.
+  bool events_in_arena = true;
 };
 
 // Counters for metrics and tests; all monotonic unless noted.

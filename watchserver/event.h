@@ -1,12 +1,14 @@
 // An Event is one Kubernetes watch event, built once by the replication thread
 // and shared read-only by every watcher that sends it.
 //
-// Memory: the event log holds every retained event, so an event is compact.
-// It is one allocation: this header, with its own reference count, followed
-// by its strings (the wire line and the name), exactly their size and
-// addressed by 32-bit ends. What else a watch filters on is in FilterFields,
-// shared by the events of an object and of its siblings (see MemoryBytes and
-// BENCHMARKS.md).
+// Memory: the event log holds every retained event, so an event is compact:
+// a 72-byte header with its own reference count, followed by its name, and
+// its wire line. An event of the log lives in a WireArena (header and name
+// in one region of a segment, the line framed as an HTTP chunk in another),
+// so that sessions can sendfile(2) its line; any other event (and every event
+// when there is no arena) is one heap allocation, header, name and line. What
+// else a watch filters on is in FilterFields, shared by the events of an
+// object and of its siblings (see MemoryBytes and BENCHMARKS.md).
 //
 // Thread safety: an Event is immutable once shared; it crosses threads only
 // as EventPtr (boost::intrusive_ptr<const Event>), whose count is atomic.
@@ -22,6 +24,8 @@
 #include "watchserver/filter_fields.h"
 
 namespace walwatch {
+
+class WireArena;
 
 enum class EventType : uint8_t { kAdded, kModified, kDeleted };
 
@@ -57,11 +61,13 @@ class Event {
                                   size_t prev_wire_size = 0);
   // As above, with shared filter fields: `fields` (null: all empty) and, for
   // a MODIFIED whose labels changed, `prev_fields` (those of the previous
-  // state, null otherwise).
+  // state, null otherwise). With an `arena`, the event goes there if it
+  // fits (its previous state stays on the heap: it is never sent as is).
   static MutableEventPtr Allocate(FilterFieldsPtr fields,
                                   FilterFieldsPtr prev_fields,
                                   std::string_view name, size_t wire_size,
-                                  size_t prev_wire_size = 0);
+                                  size_t prev_wire_size = 0,
+                                  WireArena* arena = nullptr);
   // Allocate, with `wire` and `prev_wire` copied in.
   static MutableEventPtr Make(const Strings& strings, std::string_view wire,
                               std::string_view prev_wire = {});
@@ -85,8 +91,19 @@ class Event {
   // last_in_txn and type are declared at the end, beside the count.
 
   // The complete line sent to watchers: {"type":..,"object":..}\n
-  std::string_view wire() const { return Field(kWire); }
-  char* mutable_wire() { return data() + Begin(kWire); }
+  std::string_view wire() const { return std::string_view(wire_, wire_size_); }
+  char* mutable_wire() { return const_cast<char*>(wire_); }
+
+  // For an event in a WireArena: its line framed as one HTTP chunk
+  // ("<hex size>\r\n" line "\r\n"), in memory and in the arena's file.
+  struct Frame {
+    const char* data;
+    size_t size;
+    int fd;
+    uint64_t offset;  // of data in fd
+  };
+  // False for an event on the heap.
+  bool GetFrame(Frame* out) const;
 
   // What watchers filter on, extracted once when the event is built.
   std::string_view group() const { return fields_ ? fields_->group() : ""; }
@@ -101,7 +118,9 @@ class Event {
     return fields_ ? fields_->cluster() : "";
   }
   std::string_view ns() const { return fields_ ? fields_->ns() : ""; }
-  std::string_view name() const { return Field(kName); }
+  std::string_view name() const {
+    return std::string_view(data(), name_size_);
+  }
   LabelsView labels() const {
     return fields_ ? fields_->labels() : LabelsView();
   }
@@ -134,15 +153,10 @@ class Event {
   size_t MemoryBytes() const;
 
  private:
-  // The parts of data(), in order; end_[i] is where part i ends.
-  enum Part : uint8_t { kWire, kName, kPartCount };
-  // The bytes of the header and its parts, with glibc's chunk overhead.
+  // The bytes of the header, the name and the line: with glibc's chunk
+  // overhead on the heap, with the chunk framing in an arena.
   size_t AllocatedBytes() const;
-  uint32_t Begin(Part p) const { return p == 0 ? 0 : end_[p - 1]; }
-  std::string_view Field(Part p) const {
-    return std::string_view(data() + Begin(p), end_[p] - Begin(p));
-  }
-  // The strings follow the header in the same allocation.
+  // The name follows the header (then the line, on the heap).
   char* data() { return reinterpret_cast<char*>(this) + sizeof(Event); }
   const char* data() const {
     return reinterpret_cast<const char*>(this) + sizeof(Event);
@@ -161,12 +175,15 @@ class Event {
   // so that the header of every other event stays 64 bytes. Only its wire
   // and fields are set.
   boost::intrusive_ptr<Event> previous_;
-  uint32_t end_[kPartCount] = {};
+  const char* wire_ = nullptr;  // after the name, or in the arena
+  uint32_t wire_size_ = 0;
+  uint32_t name_size_ = 0;
   mutable std::atomic<uint32_t> refs_{0};
+  bool in_arena_ = false;
 
  public:
   // Declared last so that they share the header's last 8 bytes with the
-  // count: 64 bytes in all.
+  // count: 72 bytes in all.
   bool last_in_txn = false;
   EventType type = EventType::kAdded;
 };
