@@ -416,6 +416,21 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.bookmark_interval); }, false,
      true},
+    {"sendfile", Group::kServing, nullptr,
+     "Keep the event log's lines in a memfd and send them to watchers with "
+     "sendfile(2), so that every socket gets references to the same pages "
+     "instead of a copy; at 1,000 watchers this is most of the cost of a "
+     "delivery. false keeps them on the heap and copies them into each "
+     "socket. walwatch copies by itself where the system has no memfd or "
+     "refuses sendfile to a socket.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseBool(t, &c->sendfile) ? "" : "expected true or false";
+     },
+     [](const Config& c) -> std::string {
+       return c.sendfile ? "true" : "false";
+     },
+     true, true},
 
     {"max-watcher-backlog", Group::kServing, "SIZE",
      "Most unsent event bytes a watcher may lag behind the newest event; a "

@@ -81,6 +81,9 @@ struct Config {
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
+  // Events of the log are sent with sendfile(2) from a memfd (WireArena);
+  // false: from the heap, copied into each socket.
+  bool sendfile = true;
 
   // Most unsent event bytes a watcher may fall behind the log's tail
   // before it is ended with 410 (a slow watcher): at least 64Ki.

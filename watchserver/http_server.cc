@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -257,6 +258,11 @@ HttpServer::~HttpServer() { Stop(); }
 std::string HttpServer::Start() {
   if (impl_->started) return "HttpServer already started";
   if (impl_->stopped) return "HttpServer already stopped";
+  struct sigaction pipe_action {};
+  if (sigaction(SIGPIPE, nullptr, &pipe_action) == 0 &&
+      pipe_action.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
   const HttpServerOptions& options = impl_->context->options;
   const std::string& path = options.socket_path;
   if (path.empty()) return "socket_path is required";

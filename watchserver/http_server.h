@@ -77,7 +77,10 @@ class HttpServer {
   ~HttpServer();
 
   // Removes a stale socket file, binds, sets the mode, starts accepting.
-  // Returns an empty string on success, or a one-line error.
+  // Returns an empty string on success, or a one-line error. SIGPIPE is
+  // ignored from then on, unless the process handles it already: watch
+  // sessions sendfile(2), which has no MSG_NOSIGNAL, so a client that went
+  // away would otherwise end the process.
   std::string Start();
 
   // Stops accepting, ends every stream with the final chunk, closes idle

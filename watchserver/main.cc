@@ -237,6 +237,7 @@ int Main(int argc, char** argv) {
   repl_options.max_transaction_bytes = config.max_log_bytes / 2;
   repl_options.replay_window = config.replay_window;
   repl_options.replay_window_bytes = config.replay_window_bytes;
+  repl_options.events_in_arena = config.sendfile;
   if (std::string e = LoadMapping(config, &repl_options.mapping); !e.empty()) {
     return Fatal(e);
   }

@@ -224,10 +224,16 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void WaitForLog();
   void OnLogAppend();
   void WriteEvents(std::vector<EventPtr> events, bool live);
-  // Writes events_in_flight_ as one chunk.
+  // Writes events_in_flight_: each run of events in a WireArena as the
+  // chunks they are framed as there, with sendfile(2) from the arena's file;
+  // each run of other events as one chunk, gathered from memory.
   void WriteEventsInFlight(bool live);
-  // Empties events_in_flight_ and write_buffers_ after a write, keeping
-  // room for kKeptWriteCapacity events.
+  // Writes pieces_ from next_piece_ on until all are written (no error),
+  // the socket is full (would_block) or the write fails.
+  ErrorCode SendPieces();
+  void OnWritable(ErrorCode ec);
+  // Empties events_in_flight_ and the pieces after a write, keeping room
+  // for kKeptWriteCapacity events.
   void ReleaseWriteBuffers();
   static constexpr size_t kKeptWriteCapacity = 16;
   void OnWriteEvents(ErrorCode ec, size_t bytes);
@@ -332,12 +338,23 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // resumed watch catching up with the past, minutes old maybe; observing
   // them would read as latency.
   uint64_t live_after_rv_ = 0;
-  // The chunk being written: its size line, events_in_flight_'s wire bytes
-  // and the closing CRLF. Reused from write to write, as is
-  // events_in_flight_'s capacity (up to kKeptWriteCapacity): a write of a
-  // few events allocates nothing.
-  std::vector<boost::asio::const_buffer> write_buffers_;
-  std::array<char, 2 * sizeof(size_t) + 2> chunk_size_line_;
+  // The write in flight, in pieces: bytes in memory, or (fd >= 0) the
+  // same bytes in a WireArena's file, which go out with sendfile(2). Heap
+  // events' chunks are framed by their size_lines_ and kCrlf. Reused from
+  // write to write, as is events_in_flight_'s capacity (up to
+  // kKeptWriteCapacity): a write of a few events allocates nothing.
+  struct WritePiece {
+    const char* data;
+    size_t size;
+    int fd;           // -1: memory only
+    uint64_t offset;  // of data in fd
+  };
+  std::vector<WritePiece> pieces_;
+  size_t next_piece_ = 0;  // the first not wholly written
+  std::vector<std::array<char, 2 * sizeof(size_t) + 2>> size_lines_;
+  // Cleared if the kernel refuses sendfile to this socket: the arena's
+  // bytes then go from their mapping, like the rest.
+  bool sendfile_ok_ = true;
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;

@@ -1,7 +1,14 @@
 // WatchSession: the watch. Where it starts (resourceVersion rules), the
 // initial state, the live stream from the EventLog, bookmarks, and how it
 // ends. schema/PROTOCOL.md is the contract this implements.
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <boost/asio/dispatch.hpp>
@@ -562,71 +569,158 @@ void WatchSession::WriteEvents(std::vector<EventPtr> events, bool live) {
 
 void WatchSession::WriteEventsInFlight(bool live) {
   live_in_flight_ = live;
-  // One chunk, gathered from the shared wire bytes; nothing is copied. The
-  // bytes are http::make_chunk's (chunk-size in lowercase hex, CRLF, data,
-  // CRLF: RFC 9112 7.1), framed here into reused buffers because
-  // make_chunk allocates three times per write and iterates slowly.
+  // Nothing is copied. An event of the log is already framed as a chunk in
+  // the arena's file, and consecutive events there are consecutive chunks:
+  // a run of them is one piece, sent with sendfile, which hands the socket
+  // the file's pages rather than a copy. Other events (variants, and all of
+  // them without an arena) are gathered from their shared wire bytes into
+  // one chunk per run, framed here: chunk-size in lowercase hex, CRLF, data,
+  // CRLF (RFC 9112 7.1), as http::make_chunk would, without its three
+  // allocations per write.
   static constexpr char kCrlf[] = "\r\n";
-  write_buffers_.clear();
-  write_buffers_.emplace_back();  // the size line, once the size is known
-  size_t size = 0;
+  pieces_.clear();
+  next_piece_ = 0;
+  size_t runs = 0;
+  bool in_run = false;
+  Event::Frame frame;
   for (const EventPtr& event : events_in_flight_) {
-    std::string_view wire = event->wire();
-    write_buffers_.push_back(net::buffer(wire.data(), wire.size()));
-    size += wire.size();
+    const bool framed = event->GetFrame(&frame);
+    if (!framed && !in_run) ++runs;
+    in_run = !framed;
   }
-  write_buffers_.push_back(net::buffer(kCrlf, 2));
-  char* const line = chunk_size_line_.data();
-  char* end = std::to_chars(line, line + 2 * sizeof(size_t), size, 16).ptr;
-  *end++ = '\r';
-  *end++ = '\n';
-  write_buffers_.front() = net::buffer(line, end - line);
+  size_lines_.resize(runs);  // before any pointer into it is taken
+  size_t run = 0;
+  size_t run_head = 0;  // the run's size-line piece
+  size_t run_bytes = 0;
+  in_run = false;
+  auto end_run = [&] {
+    pieces_.push_back({kCrlf, 2, -1, 0});
+    char* const line = size_lines_[run++].data();
+    char* end =
+        std::to_chars(line, line + 2 * sizeof(size_t), run_bytes, 16).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    pieces_[run_head] = {line, static_cast<size_t>(end - line), -1, 0};
+    in_run = false;
+  };
+  for (const EventPtr& event : events_in_flight_) {
+    if (event->GetFrame(&frame)) {
+      if (in_run) end_run();
+      WritePiece* last = pieces_.empty() ? nullptr : &pieces_.back();
+      if (last != nullptr && last->fd == frame.fd &&
+          last->offset + last->size == frame.offset &&
+          last->data + last->size == frame.data) {
+        last->size += frame.size;
+      } else {
+        pieces_.push_back({frame.data, frame.size, frame.fd, frame.offset});
+      }
+      continue;
+    }
+    if (!in_run) {
+      in_run = true;
+      run_head = pieces_.size();
+      run_bytes = 0;
+      pieces_.push_back({});  // the size line, once the size is known
+    }
+    std::string_view wire = event->wire();
+    pieces_.push_back({wire.data(), wire.size(), -1, 0});
+    run_bytes += wire.size();
+  }
+  if (in_run) end_run();
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
 
   // Write now: a client that keeps up has room in its socket buffer, and
-  // the whole chunk goes in one sendmsg (64 buffers at a time) without an
-  // asynchronous operation, its allocation, or the write-stall timer. The
-  // completion is posted to the io_context, behind the other sessions'
-  // wakes (as an asynchronous write's would be), and enters the strand
-  // from there: posted to the strand, it would run right after this
-  // handler, and the last of many watchers woken by one event would write
-  // later.
+  // the write goes in without an asynchronous operation, its allocation, or
+  // the write-stall timer. The completion is posted to the io_context,
+  // behind the other sessions' wakes (as an asynchronous write's would be),
+  // and enters the strand from there: posted to the strand, it would run
+  // right after this handler, and the last of many watchers woken by one
+  // event would write later.
   ErrorCode ec;
   if (!socket_.non_blocking()) socket_.non_blocking(true, ec);
-  const size_t written =
-      ec ? 0
-         : net::write(socket_,
-                      beast::span<const net::const_buffer>(
-                          write_buffers_.data(), write_buffers_.size()),
-                      ec);
-  if (ec != net::error::would_block && ec != net::error::try_again) {
+  if (!ec) ec = SendPieces();
+  if (ec != net::error::would_block) {
     write_in_flight_ = true;  // until OnWriteEvents; no timer to arm
     net::post(strand_.get_inner_executor(),
-              [self = shared_from_this(), ec, written]() mutable {
+              [self = shared_from_this(), ec]() mutable {
                 Executor strand = self->strand_;
-                net::dispatch(strand, [self = std::move(self), ec, written] {
-                  self->Guarded("write",
-                                [&] { self->OnWriteEvents(ec, written); });
+                net::dispatch(strand, [self = std::move(self), ec] {
+                  self->Guarded("write", [&] { self->OnWriteEvents(ec, 0); });
                 });
               });
     return;
   }
   // The socket is full: write the rest when the client reads, with the
   // stall timer running.
-  size_t skip = written;
-  auto first = write_buffers_.begin();
-  while (first != write_buffers_.end() && skip >= first->size()) {
-    skip -= (first++)->size();
-  }
-  *first += skip;
-  write_buffers_.erase(write_buffers_.begin(), first);
   BeginWrite();
-  // A view of write_buffers_, which lives until the write completes (the
-  // write would copy a vector).
-  net::async_write(socket_,
-                   beast::span<const net::const_buffer>(write_buffers_.data(),
-                                                        write_buffers_.size()),
-                   Bind(&WatchSession::OnWriteEvents));
+  socket_.async_wait(Socket::wait_write, Bind(&WatchSession::OnWritable));
+}
+
+WatchSession::ErrorCode WatchSession::SendPieces() {
+  const int socket = socket_.native_handle();
+  while (next_piece_ < pieces_.size()) {
+    WritePiece& piece = pieces_[next_piece_];
+    ssize_t n;
+    if (piece.fd >= 0 && sendfile_ok_) {
+      off_t offset = static_cast<off_t>(piece.offset);
+      n = ::sendfile(socket, piece.fd, &offset, piece.size);
+      if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
+                    errno == EOPNOTSUPP)) {
+        // The kernel or a sandbox refuses it: said once per process.
+        static std::atomic<bool> logged{false};
+        if (!logged.exchange(true)) {
+          LogWarn("sendfile refused on a watch connection; copying instead",
+                  {{"error", std::strerror(errno)}});
+        }
+        sendfile_ok_ = false;
+        continue;
+      }
+      if (n == 0) {
+        // The arena's pages are there while the event is: a bug.
+        LogError("sendfile wrote nothing from the event file");
+        return boost::system::errc::make_error_code(
+            boost::system::errc::io_error);
+      }
+    } else {
+      std::array<iovec, 64> iov;
+      size_t count = 0;
+      for (size_t i = next_piece_; i < pieces_.size() && count < iov.size();
+           ++i) {
+        if (pieces_[i].fd >= 0 && sendfile_ok_) break;
+        iov[count++] = {const_cast<char*>(pieces_[i].data), pieces_[i].size};
+      }
+      msghdr message{};
+      message.msg_iov = iov.data();
+      message.msg_iovlen = count;
+      n = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return net::error::would_block;
+      }
+      return ErrorCode(errno, boost::system::system_category());
+    }
+    for (size_t left = static_cast<size_t>(n); left > 0;) {
+      WritePiece& done = pieces_[next_piece_];
+      const size_t k = std::min(left, done.size);
+      done.data += k;
+      done.size -= k;
+      done.offset += k;
+      left -= k;
+      if (done.size == 0) ++next_piece_;
+    }
+  }
+  return {};
+}
+
+void WatchSession::OnWritable(ErrorCode ec) {
+  if (!ec) ec = SendPieces();
+  if (ec == net::error::would_block) {
+    socket_.async_wait(Socket::wait_write, Bind(&WatchSession::OnWritable));
+    return;
+  }
+  OnWriteEvents(ec, 0);
 }
 
 void WatchSession::ReleaseWriteBuffers() {
@@ -635,8 +729,11 @@ void WatchSession::ReleaseWriteBuffers() {
   if (events_in_flight_.capacity() > kKeptWriteCapacity) {
     std::vector<EventPtr>().swap(events_in_flight_);
   }
-  if (write_buffers_.capacity() > kKeptWriteCapacity + 2) {
-    std::vector<net::const_buffer>().swap(write_buffers_);
+  if (pieces_.capacity() > 2 * kKeptWriteCapacity + 2) {
+    std::vector<WritePiece>().swap(pieces_);
+  }
+  if (size_lines_.capacity() > kKeptWriteCapacity) {
+    std::vector<std::array<char, 2 * sizeof(size_t) + 2>>().swap(size_lines_);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -148,6 +149,51 @@ TEST_F(OperationsTest, MetricsCountExactlyTheEventsProduced) {
                           "http://127.0.0.1:" + std::to_string(port) + "/readyz",
                           &rc);
   EXPECT_EQ(ready, "200");
+}
+
+// Whether process `pid` maps the event arena's memfd.
+bool MapsEventFile(pid_t pid) {
+  FILE* maps = std::fopen(("/proc/" + std::to_string(pid) + "/maps").c_str(),
+                          "r");
+  if (maps == nullptr) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
+    found = std::strstr(line, "memfd:walwatch-events") != nullptr;
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// By default the log's events live in a memfd and go out with sendfile;
+// --sendfile=false keeps them on the heap and copies them. Both serve the
+// same bytes: small objects, and one of ~200 KB that spans many pages.
+TEST_F(OperationsTest, SendfileAndCopyServeTheSameStream) {
+  auto copy_options = DefaultOptions();
+  copy_options.extra_args = {"--sendfile=false"};
+  auto* copying = StartWalwatch(copy_options);
+  ASSERT_NE(copying, nullptr);
+  auto* sending = StartWalwatch();
+  ASSERT_NE(sending, nullptr);
+
+  WatchClient copied, sent;
+  ASSERT_TRUE(OpenWatch(copied, *copying, "/api/v1/pods"));
+  ASSERT_TRUE(OpenWatch(sent, *sending, "/api/v1/pods"));
+  Resource big = Pod("c1", "default", "sf-big");
+  big.spec["blob"] = std::string(200000, 'b');
+  std::vector<Resource> pods = {Pod("c1", "default", "sf-a"), big,
+                                Pod("c1", "default", "sf-c")};
+  for (const Resource& pod : pods) InsertRow(db(), pod);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    WatchEvent a, b;
+    ASSERT_TRUE(copied.NextEvent(&a, In(kEventWait))) << "event " << i;
+    ASSERT_TRUE(sent.NextEvent(&b, In(kEventWait))) << "event " << i;
+    EXPECT_EQ(a.name(), pods[i].name);
+    EXPECT_EQ(a.type, "ADDED");
+    EXPECT_EQ(a.raw, b.raw) << "event " << i;
+  }
+  EXPECT_TRUE(MapsEventFile(sending->pid()));
+  EXPECT_FALSE(MapsEventFile(copying->pid()));
 }
 
 TEST_F(OperationsTest, WatchCliPrintsTheTableAndReports410) {

@@ -77,7 +77,7 @@ TEST(Config, DefaultJson) {
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
-            "\"bookmark-interval\":\"1m\","
+            "\"bookmark-interval\":\"1m\",\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
@@ -448,6 +448,16 @@ TEST(Config, HelpFlag) {
   EXPECT_EQ(ErrorFor({"--help=false", "false"}),
             "unexpected argument \"false\": walwatch takes only flags (see "
             "--help)");
+}
+
+TEST(Config, SendfileIsABooleanOnByDefault) {
+  EXPECT_TRUE(Parse({}).config.sendfile);
+  EXPECT_FALSE(Parse({"--sendfile=false"}).config.sendfile);
+  EXPECT_FALSE(Parse({}, {"WALWATCH_SENDFILE=false"}).config.sendfile);
+  EXPECT_TRUE(
+      Parse({"--sendfile"}, {"WALWATCH_SENDFILE=false"}).config.sendfile);
+  EXPECT_EQ(ErrorFor({"--sendfile=maybe"}),
+            "invalid value \"maybe\" for --sendfile: expected true or false");
 }
 
 TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {

@@ -5,9 +5,12 @@
 #include "watchserver/http_server.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -21,8 +24,10 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -31,6 +36,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -41,6 +47,35 @@
 #include "watchserver/request_parser.h"
 #include "watchserver/resource_catalog.h"
 #include "watchserver/state_source.h"
+#include "watchserver/wire_arena.h"
+
+namespace {
+
+// What the server's sendfile(2) calls did. This definition of sendfile takes
+// the place of libc's in this binary (the server is linked in statically),
+// makes the same system call and counts: the WireArena tests prove with it
+// that the arena's bytes went out through sendfile, not through the copying
+// fallback, which would serve the same streams.
+struct SendfileCounts {
+  std::atomic<uint64_t> bytes{0};         // sent
+  std::atomic<uint64_t> short_writes{0};  // calls that sent part of a piece
+  std::atomic<uint64_t> would_block{0};   // calls refused with EAGAIN
+};
+SendfileCounts sendfile_counts;
+
+}  // namespace
+
+extern "C" ssize_t sendfile(int out_fd, int in_fd, off_t* offset,
+                            size_t count) noexcept {
+  const long n = ::syscall(SYS_sendfile, out_fd, in_fd, offset, count);
+  if (n > 0) {
+    sendfile_counts.bytes += static_cast<uint64_t>(n);
+    if (static_cast<size_t>(n) < count) ++sendfile_counts.short_writes;
+  } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    ++sendfile_counts.would_block;
+  }
+  return n;
+}
 
 namespace walwatch {
 namespace {
@@ -75,14 +110,19 @@ struct EventSpec {
   std::string kind = "Pod";
   EventType type = EventType::kAdded;
   LabelList labels = {};
+  // Bytes of an annotation that only makes the line longer.
+  std::string padding = "";
 };
 
 // An Event with the wire bytes the EventBuilder would produce for a small
 // object: {"type":T,"object":{...}}\n
 // With `prev`, a MODIFIED whose labels changed: prev's labels and line are
-// the event's previous state.
+// the event's previous state. With an `arena`, the event is built there if
+// it fits, as the EventBuilder builds the log's events (the previous state
+// stays on the heap).
 EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
-                   bool last_in_txn, const Event* prev = nullptr) {
+                   bool last_in_txn, const Event* prev = nullptr,
+                   WireArena* arena = nullptr) {
   std::string api_version =
       spec.group.empty() ? spec.version : spec.group + "/" + spec.version;
   std::string w = "{\"type\":";
@@ -100,6 +140,10 @@ EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
   w += ",\"resourceVersion\":\"" + std::to_string(rv) + "\"";
   w += ",\"annotations\":{\"shadow.clusterpedia.io/cluster-name\":";
   AppendJsonString(&w, spec.cluster);
+  if (!spec.padding.empty()) {
+    w += ",\"walwatch.test/padding\":";
+    AppendJsonString(&w, spec.padding);
+  }
   w += "}}}}\n";
   Event::Strings strings;
   strings.group = spec.group;
@@ -115,7 +159,28 @@ EventPtr MakeEvent(const EventSpec& spec, uint64_t rv, uint64_t commit_lsn,
     prev_labels = prev->labels().ToList();
     strings.prev_labels = &prev_labels;
   }
-  auto event = Event::Make(strings, w, prev ? prev->wire() : "");
+  MutableEventPtr event;
+  if (arena == nullptr) {
+    event = Event::Make(strings, w, prev ? prev->wire() : "");
+  } else {
+    FilterFields::Values values{spec.group,   spec.version, spec.resource,
+                                spec.kind,    spec.cluster, spec.ns,
+                                &spec.labels};
+    FilterFieldsPtr fields = FilterFields::Make(values);
+    FilterFieldsPtr prev_fields;
+    if (prev != nullptr) {
+      values.labels = &prev_labels;
+      prev_fields = FilterFields::Make(values);
+    }
+    const std::string_view prev_wire = prev ? prev->wire() : "";
+    event = Event::Allocate(std::move(fields), std::move(prev_fields),
+                            spec.name, w.size(), prev_wire.size(), arena);
+    std::memcpy(event->mutable_wire(), w.data(), w.size());
+    if (!prev_wire.empty()) {
+      std::memcpy(event->mutable_prev_wire(), prev_wire.data(),
+                  prev_wire.size());
+    }
+  }
   event->rv = rv;
   event->commit_lsn = commit_lsn;
   event->last_in_txn = last_in_txn;
@@ -178,6 +243,39 @@ Parsed ParseLine(const std::string& line) {
     p.rv = std::stoull(metadata["resourceVersion"].get<std::string>());
   }
   return p;
+}
+
+// The chunks of a chunked body (RFC 9112 7.1), strictly: each a size in hex
+// without extensions, CRLF, the data, CRLF; then the last chunk, "0" CRLF,
+// no trailer fields, the final CRLF and nothing after. nullopt if the body
+// breaks any of that.
+std::optional<std::vector<std::string>> DecodeChunks(std::string_view body) {
+  std::vector<std::string> chunks;
+  while (true) {
+    const size_t eol = body.find("\r\n");
+    if (eol == std::string_view::npos || eol == 0 || eol > 15) {
+      return std::nullopt;
+    }
+    size_t size = 0;
+    for (char c : body.substr(0, eol)) {
+      int digit = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+      if (digit < 0) return std::nullopt;
+      size = size * 16 + static_cast<size_t>(digit);
+    }
+    body.remove_prefix(eol + 2);
+    if (size == 0) {
+      if (body != "\r\n") return std::nullopt;
+      return chunks;
+    }
+    if (body.size() < size + 2 || body.substr(size, 2) != "\r\n") {
+      return std::nullopt;
+    }
+    chunks.emplace_back(body.substr(0, size));
+    body.remove_prefix(size + 2);
+  }
 }
 
 // A StateSource the test drives. ReadState either answers by itself (an
@@ -567,6 +665,10 @@ enum class Match { kExact, kContains };
 
 class HttpServerTest : public ::testing::Test {
  protected:
+  HttpServerTest() = default;
+  // With an event log bounded to `log_bytes` rather than 8 MiB.
+  explicit HttpServerTest(size_t log_bytes) : log_(log_bytes, kFloorRv) {}
+
   void SetUp() override {
     char dir_template[] = "/tmp/walwatch-http-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir_template), nullptr);
@@ -603,19 +705,102 @@ class HttpServerTest : public ::testing::Test {
   }
 
   // Appends one transaction; events before the last carry the previous
-  // commit as their rv (DESIGN.md).
+  // commit as their rv (DESIGN.md). With an `arena`, every event is built
+  // there (the test fails if one is not).
   std::vector<EventPtr> AppendTxn(uint64_t commit_lsn,
-                                  const std::vector<EventSpec>& specs) {
+                                  const std::vector<EventSpec>& specs,
+                                  WireArena* arena = nullptr) {
+    std::vector<Built> built;
+    for (const EventSpec& spec : specs) built.push_back({spec, arena});
+    return AppendBuilt(commit_lsn, built);
+  }
+
+  // How AppendBuilt makes one event: from `spec`, in `arena` (null: on the
+  // heap); given `old_labels`, as a MODIFIED whose labels changed from them,
+  // its previous state the object with those labels as a DELETED line at
+  // the event's RV (what the EventBuilder makes of such an update).
+  struct Built {
+    Built(EventSpec spec, WireArena* arena = nullptr,
+          std::optional<LabelList> old_labels = std::nullopt)
+        : spec(std::move(spec)),
+          arena(arena),
+          old_labels(std::move(old_labels)) {}
+    EventSpec spec;
+    WireArena* arena;
+    std::optional<LabelList> old_labels;
+  };
+  // Appends one transaction of events made as `built` says. Before the
+  // append, each must be in its arena (GetFrame, the line framed as one
+  // chunk) or on the heap, as asked.
+  std::vector<EventPtr> AppendBuilt(uint64_t commit_lsn,
+                                    const std::vector<Built>& built) {
     std::vector<EventPtr> events;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      bool last = i + 1 == specs.size();
-      events.push_back(MakeEvent(specs[i], last ? commit_lsn : last_commit_,
-                                 commit_lsn, last));
+    for (size_t i = 0; i < built.size(); ++i) {
+      const Built& b = built[i];
+      const bool last = i + 1 == built.size();
+      const uint64_t rv = last ? commit_lsn : last_commit_;
+      EventSpec spec = b.spec;
+      EventPtr old;
+      if (b.old_labels) {
+        EventSpec old_spec = spec;
+        old_spec.labels = *b.old_labels;
+        old_spec.type = EventType::kDeleted;
+        old = MakeEvent(old_spec, rv, commit_lsn, last);
+        spec.type = EventType::kModified;
+      }
+      EventPtr event =
+          MakeEvent(spec, rv, commit_lsn, last, old.get(), b.arena);
+      Event::Frame frame;
+      const bool in_arena = event->GetFrame(&frame);
+      EXPECT_EQ(in_arena, b.arena != nullptr) << spec.name;
+      if (in_arena) {
+        char size[32];
+        std::snprintf(size, sizeof size, "%zx\r\n", event->wire().size());
+        EXPECT_EQ(std::string_view(frame.data, frame.size),
+                  size + std::string(event->wire()) + "\r\n")
+            << spec.name;
+        EXPECT_GE(frame.fd, 0);
+      }
+      events.push_back(std::move(event));
     }
     last_commit_ = commit_lsn;
     EXPECT_EQ(log_.AppendTransaction(commit_lsn, events),
               EventLog::AppendResult::kAppended);
     return events;
+  }
+
+  // The arena the WireArena tests build events in, made on first use.
+  WireArena* Arena() {
+    if (!arena_) {
+      std::string error;
+      arena_ = WireArena::Create(&error);
+      EXPECT_TRUE(arena_) << error;
+    }
+    return arena_.get();
+  }
+
+  // A pod built in Arena(), its line longer by `padding` bytes, appended
+  // alone in a transaction.
+  EventPtr AppendArenaPod(uint64_t commit_lsn, const std::string& name,
+                          size_t padding = 0) {
+    EventSpec spec;
+    spec.name = name;
+    spec.padding = std::string(padding, 'x');
+    return AppendTxn(commit_lsn, {spec}, Arena()).front();
+  }
+
+  // Waits until the bytes `client` has not read stop growing past 64 KiB:
+  // its socket is full and the server's write waits. Returns them, or 0 if
+  // that did not happen within 5 s.
+  static size_t WaitUntilFull(TestClient* client) {
+    size_t unread = 0;
+    bool full = WaitFor([&] {
+      size_t now = client->Unread();
+      bool stable = now == unread && now > 64 * 1024;
+      unread = now;
+      return stable;
+    });
+    return full ? unread : 0;
   }
 
   EventPtr AppendPod(uint64_t commit_lsn, const std::string& name,
@@ -703,7 +888,20 @@ class HttpServerTest : public ::testing::Test {
   // Outlives the server: sessions still closing report to it.
   Metrics metrics_;
   std::unique_ptr<HttpServer> server_;
+  // Gone before the log (events may outlive their arena).
+  std::unique_ptr<WireArena> arena_;
 };
+
+// HttpServerTest with an event log of kLogBytes.
+template <size_t kLogBytes>
+class HttpServerTestWithLog : public HttpServerTest {
+ protected:
+  HttpServerTestWithLog() : HttpServerTest(kLogBytes) {}
+};
+// Keeps 2,000 events of 8 KiB and more.
+using LargeLogHttpServerTest = HttpServerTestWithLog<size_t{64} << 20>;
+// Keeps about 120 events of 8 KiB.
+using SmallLogHttpServerTest = HttpServerTestWithLog<size_t{1} << 20>;
 
 TEST_F(HttpServerTest, StreamsAppendedEventsInOrderWithWatchHeaders) {
   StartServer();
@@ -2124,6 +2322,350 @@ TEST_F(HttpServerTest, StartRefusesBadListenConfigurations) {
   HttpServer server(io_, log_, catalog_, loopback, nullptr);
   EXPECT_EQ(server.Start(), "");
   server.Stop();
+}
+
+// ---------------------------------------------------------------------------
+// Events in a WireArena, sent with sendfile(2)
+
+// Bytes of an arena event's frame (its line as one chunk); 0 on the heap.
+size_t FrameBytes(const EventPtr& event) {
+  Event::Frame frame;
+  return event->GetFrame(&frame) ? frame.size : 0;
+}
+
+// The log's events go out as the arena framed them, through sendfile: one
+// chunk per event holding its wire line byte for byte, whatever the length
+// of its size line, across segments, and the body decodes strictly up to
+// its last chunk.
+TEST_F(HttpServerTest, ArenaEventsGoOutAsTheirOwnChunksByteForByte) {
+  std::vector<EventPtr> events;
+  uint64_t lsn = 101;
+  // Lines whose sizes take 2, 3, 4 and 5 hex digits.
+  for (size_t padding : {0, 1000, 20000, 100000}) {
+    events.push_back(
+        AppendArenaPod(lsn++, "pod-" + std::to_string(padding), padding));
+  }
+  // 4 MB more: past the first segment's 3.5 MiB of lines, into the next.
+  for (int i = 0; i < 40; ++i) {
+    events.push_back(AppendArenaPod(lsn++, "big-" + std::to_string(i), 100000));
+  }
+  ASSERT_GE(Arena()->segments_made(), 2u);
+  // And a transaction of three: consecutive chunks, one piece.
+  for (EventPtr& event : AppendTxn(lsn++, {{"t1"}, {"t2"}, {"t3"}}, Arena())) {
+    events.push_back(std::move(event));
+  }
+  size_t frame_bytes = 0;
+  for (const EventPtr& event : events) frame_bytes += FrameBytes(event);
+
+  StartServer();
+  const uint64_t sent_before = sendfile_counts.bytes;
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
+  std::optional<std::string> raw = client->ReadAllRaw();
+  ASSERT_TRUE(raw);
+  const size_t body_start = raw->find("\r\n\r\n");
+  ASSERT_NE(body_start, std::string::npos);
+  const std::string head = raw->substr(0, body_start + 2);
+  EXPECT_NE(head.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
+  std::optional<std::vector<std::string>> chunks =
+      DecodeChunks(std::string_view(*raw).substr(body_start + 4));
+  ASSERT_TRUE(chunks) << "the body is not cleanly chunked";
+  ASSERT_EQ(chunks->size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const std::string& got = (*chunks)[i];
+    ASSERT_TRUE(got == events[i]->wire())
+        << "event " << i << ": " << got.size() << " bytes, want "
+        << events[i]->wire().size();
+  }
+  // Every byte of those chunks went through sendfile, once.
+  EXPECT_EQ(sendfile_counts.bytes - sent_before, frame_bytes);
+}
+
+// One stream mixing the arena's events, events on the heap, and the
+// variants a label selector makes of a MODIFIED whose labels changed (an
+// ADDED or a DELETED line, made on the heap for the watch): writes
+// interleave sendfile'd chunks with chunks gathered from memory, and each
+// watch gets every line it should, in order, in a cleanly chunked body.
+TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
+  WireArena* arena = Arena();
+  ASSERT_TRUE(arena);
+  const LabelList web = {{"app", "web"}};
+  const LabelList db = {{"app", "db"}};
+  auto pod = [](const std::string& name, const LabelList& labels) {
+    EventSpec spec;
+    spec.name = name;
+    spec.labels = labels;
+    return spec;
+  };
+  // The line of a MODIFIED that enters the selection: it, as ADDED.
+  auto added = [](const EventPtr& event) {
+    std::string line = Line(event);
+    const std::string modified = "{\"type\":\"MODIFIED\",";
+    EXPECT_EQ(line.rfind(modified, 0), 0u) << line;
+    return line.replace(0, modified.size(), "{\"type\":\"ADDED\",");
+  };
+  // One that leaves it: the previous object, as DELETED.
+  auto deleted = [](const EventPtr& event) {
+    std::string_view wire = event->prev_wire();
+    EXPECT_FALSE(wire.empty());
+    return std::string(wire.substr(0, wire.size() - 1));
+  };
+
+  // Appended before the watches start: read and written as one batch.
+  EventPtr a1 = AppendBuilt(110, {{pod("a1", web), arena}})[0];
+  std::vector<EventPtr> t120 = AppendBuilt(
+      120, {{pod("h1", web)}, {pod("a2", web), arena}, {pod("h2", web)}});
+  EventPtr p = AppendBuilt(130, {{pod("p", web), arena, db}})[0];  // enters
+  std::vector<EventPtr> t140 =
+      AppendBuilt(140, {{pod("a3", web), arena},
+                        {pod("q", db), arena, web},  // leaves
+                        {pod("h3", web)}});
+  std::vector<EventPtr> t150 =
+      AppendBuilt(150, {{pod("x", db), arena},  // never in
+                        {pod("r", web), nullptr, db}});  // enters, on the heap
+  const LabelList tier_a = {{"app", "web"}, {"tier", "a"}};
+  const LabelList tier_b = {{"app", "web"}, {"tier", "b"}};
+  std::vector<EventPtr> t160 = AppendBuilt(
+      160, {{pod("a4", web), arena}, {pod("s", tier_b), arena, tier_a}});
+  const std::vector<std::string> web_before = {
+      Line(a1),          Line(t120[0]), Line(t120[1]), Line(t120[2]),
+      added(p),          Line(t140[0]), deleted(t140[1]), Line(t140[2]),
+      added(t150[1]),    Line(t160[0]), Line(t160[1])};
+  const std::vector<std::string> all_before = {
+      Line(a1),      Line(t120[0]), Line(t120[1]), Line(t120[2]),
+      Line(p),       Line(t140[0]), Line(t140[1]), Line(t140[2]),
+      Line(t150[0]), Line(t150[1]), Line(t160[0]), Line(t160[1])};
+
+  StartServer();
+  const uint64_t sent_before = sendfile_counts.bytes;
+  auto web_watch = OpenWatch(
+      "/api/v1/pods?watch=1&resourceVersion=100&labelSelector=app%3Dweb");
+  ASSERT_TRUE(web_watch);
+  auto all_watch = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(all_watch);
+  for (const std::string& line : web_before) {
+    ASSERT_EQ(web_watch->ReadLine(), line);
+  }
+  for (const std::string& line : all_before) {
+    ASSERT_EQ(all_watch->ReadLine(), line);
+  }
+
+  // Appended while they watch.
+  std::vector<EventPtr> t170 =
+      AppendBuilt(170, {{pod("h4", web)},
+                        {pod("p", db), arena, web},  // p leaves
+                        {pod("a5", web), arena}});
+  std::vector<EventPtr> t180 = AppendBuilt(
+      180, {{pod("q", web), arena, db}, {pod("a6", web), arena}});  // q enters
+  const std::vector<std::string> web_after = {
+      Line(t170[0]), deleted(t170[1]), Line(t170[2]), added(t180[0]),
+      Line(t180[1])};
+  const std::vector<std::string> all_after = {
+      Line(t170[0]), Line(t170[1]), Line(t170[2]), Line(t180[0]),
+      Line(t180[1])};
+  for (const std::string& line : web_after) {
+    ASSERT_EQ(web_watch->ReadLine(), line);
+  }
+  for (const std::string& line : all_after) {
+    ASSERT_EQ(all_watch->ReadLine(), line);
+  }
+
+  // The whole selection again, to its last chunk, decoded strictly.
+  auto raw_watch = Connect();
+  raw_watch->Get(
+      "/api/v1/pods?watch=1&resourceVersion=100&labelSelector=app%3Dweb"
+      "&timeoutSeconds=1");
+  std::optional<std::string> raw = raw_watch->ReadAllRaw();
+  ASSERT_TRUE(raw);
+  const size_t body_start = raw->find("\r\n\r\n");
+  ASSERT_NE(body_start, std::string::npos);
+  std::optional<std::vector<std::string>> chunks =
+      DecodeChunks(std::string_view(*raw).substr(body_start + 4));
+  ASSERT_TRUE(chunks) << "the body is not cleanly chunked";
+  std::string body;
+  for (const std::string& chunk : *chunks) body += chunk;
+  std::string want;
+  for (const std::vector<std::string>* lines : {&web_before, &web_after}) {
+    for (const std::string& line : *lines) want += line + "\n";
+  }
+  EXPECT_EQ(body, want);
+
+  // The arena's events went through sendfile, each once per watch that
+  // got it as it is; the variants and the heap's events did not.
+  uint64_t want_sent = 0;
+  for (const EventPtr& event : {a1, t120[1], t140[0], t160[0], t160[1],
+                                t170[2], t180[1]}) {
+    want_sent += 2 * FrameBytes(event);  // web_watch and raw_watch
+  }
+  for (const EventPtr& event : {a1, t120[1], p, t140[0], t140[1], t150[0],
+                                t160[0], t160[1], t170[1], t170[2], t180[0],
+                                t180[1]}) {
+    want_sent += FrameBytes(event);  // all_watch
+  }
+  EXPECT_TRUE(
+      WaitFor([&] { return sendfile_counts.bytes - sent_before == want_sent; }))
+      << sendfile_counts.bytes - sent_before << " bytes, want " << want_sent;
+}
+
+// A watcher that reads nothing while 2,000 events of 8 KiB (16 MB, many
+// times what its socket holds, well under the backlog bound and read long
+// before the write-stall timeout) go into the log, then reads: sendfile
+// filled the socket, sent part of a piece, was refused, and went on each
+// time the client made room (OnWritable), again and again within a write.
+// Every event arrives once, in order, whole.
+TEST_F(LargeLogHttpServerTest,
+       ASlowReaderOfManyMegabytesGetsEveryArenaEventOnceInOrder) {
+  // Writes of up to 2 MB (a read's 256 events), many socketfuls each: the
+  // socket fills again before one is done, and OnWritable waits again.
+  options_.max_write_bytes = size_t{4} << 20;
+  StartServer();
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
+  const uint64_t sent_before = sendfile_counts.bytes;
+  const uint64_t short_before = sendfile_counts.short_writes;
+  const uint64_t blocked_before = sendfile_counts.would_block;
+  std::vector<EventPtr> events;
+  size_t wire_bytes = 0;
+  size_t frame_bytes = 0;
+  for (int i = 0; i < 2000; ++i) {
+    events.push_back(
+        AppendArenaPod(101 + i, "pod-" + std::to_string(i), 8000));
+    wire_bytes += events.back()->wire().size();
+    frame_bytes += FrameBytes(events.back());
+  }
+  ASSERT_GT(wire_bytes, size_t{15} << 20);
+  ASSERT_EQ(log_.GetStats().events, events.size());
+  ASSERT_LT(log_.GetStats().bytes, options_.max_backlog_bytes);
+
+  const size_t unread = WaitUntilFull(client.get());
+  ASSERT_GT(unread, 0u) << "the socket never filled";
+  ASSERT_LT(unread, wire_bytes / 8);
+  for (size_t i = 0; i < events.size(); ++i) {
+    std::optional<std::string> line = client->ReadLine();
+    ASSERT_TRUE(line) << "event " << i << ": "
+                      << client->last_error().message();
+    ASSERT_TRUE(*line == Line(events[i]))
+        << "event " << i << " differs: " << line->size() << " bytes, want "
+        << Line(events[i]).size();
+  }
+  // Nothing twice: the next line is the next event's.
+  EventPtr after = AppendArenaPod(3000, "after");
+  EXPECT_EQ(client->ReadLine(), Line(after));
+  EXPECT_EQ(server_->active_sessions(), 1u);
+
+  const size_t want_sent = frame_bytes + FrameBytes(after);
+  EXPECT_TRUE(
+      WaitFor([&] { return sendfile_counts.bytes - sent_before == want_sent; }))
+      << sendfile_counts.bytes - sent_before << " bytes, want " << want_sent;
+  EXPECT_GT(sendfile_counts.short_writes - short_before, 0u);
+  EXPECT_GT(sendfile_counts.would_block - blocked_before, 0u);
+}
+
+// sendfile has no MSG_NOSIGNAL: writing to a client that left raises
+// SIGPIPE, which ends a process that does not ignore it, and
+// HttpServer::Start ignores it if nothing handles it. A client that leaves
+// while a large arena write waits on its full socket ends its own session
+// only; the server serves on.
+TEST_F(HttpServerTest, AClientLeavingDuringABlockedSendfileEndsOnlyItsSession) {
+  // As when walwatch starts: SIGPIPE at its default.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ASSERT_EQ(sigaction(SIGPIPE, &default_action, nullptr), 0);
+  Metrics& metrics = metrics_;
+  options_.metrics = &metrics;
+  StartServer();
+  struct sigaction action {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &action), 0);
+  EXPECT_EQ(action.sa_handler, SIG_IGN);
+
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
+  size_t wire_bytes = 0;
+  for (int i = 0; i < 200; ++i) {
+    EventPtr event = AppendArenaPod(101 + i, "pod-" + std::to_string(i), 8000);
+    wire_bytes += event->wire().size();
+  }
+  const size_t unread = WaitUntilFull(client.get());
+  ASSERT_GT(unread, 0u) << "the socket never filled";
+  ASSERT_LT(unread, wire_bytes / 2);
+  client->Close();
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Terminated(metrics.Scrape(), "client_closed") == 1; }));
+
+  // The server goes on: a new watch gets the next arena event.
+  auto next = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(next);
+  EventPtr after = AppendArenaPod(400, "after");
+  EXPECT_EQ(next->ReadLine(), Line(after));
+}
+
+// A segment of the arena is freed with its last event: once the log has
+// evicted them and the watches whose writes held some have ended (one
+// left mid-write, one read on into 410 Expired), only the arena's current
+// segment is left. Sessions keep no event past their writes.
+TEST_F(SmallLogHttpServerTest,
+       ArenaSegmentsAreFreedOnceEvictedAndEveryWatchHasEnded) {
+  WireArena* arena = Arena();
+  ASSERT_TRUE(arena);
+  // 100 events of 8 KiB, all in the first segment and all in the log. The
+  // test keeps their lines, not them.
+  std::vector<std::string> first;
+  for (int i = 0; i < 100; ++i) {
+    first.push_back(
+        Line(AppendArenaPod(101 + i, "pod-" + std::to_string(i), 8000)));
+  }
+  ASSERT_EQ(log_.GetStats().events, first.size());
+  StartServer();
+  auto leaves = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(leaves);
+  auto expires = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(expires);
+  // Each session's write waits on a full socket, holding events of the
+  // first segment.
+  for (TestClient* client : {leaves.get(), expires.get()}) {
+    const size_t unread = WaitUntilFull(client);
+    ASSERT_GT(unread, 0u) << "the socket never filled";
+    ASSERT_LT(unread, 100u * 8000 / 2);
+  }
+
+  // Far past the log's bound: 8 MB more of the arena (two segments more),
+  // then 1.6 MB on the heap, which evicts every event of the arena.
+  for (int i = 0; i < 1000; ++i) {
+    AppendArenaPod(201 + i, "more-" + std::to_string(i), 8000);
+  }
+  EXPECT_GE(arena->segments_made(), 3u);
+  for (int i = 0; i < 200; ++i) {
+    EventSpec spec;
+    spec.name = "heap-" + std::to_string(i);
+    spec.padding = std::string(8000, 'x');
+    AppendTxn(1201 + i, {spec});
+  }
+  // The first segment lives on in the writes, beside the current one.
+  EXPECT_EQ(arena->live_segments(), 2u);
+
+  // Reading on, a watcher gets what its socket and its write held, in
+  // order, then 410: its cursor fell out of the log.
+  size_t received = 0;
+  std::optional<std::string> line;
+  while ((line = expires->ReadLine())) {
+    if (ParseLine(*line).type == "ERROR") break;
+    ASSERT_LT(received, first.size());
+    ASSERT_TRUE(*line == first[received])
+        << "event " << received << " differs: " << line->size()
+        << " bytes, want " << first[received].size();
+    ++received;
+  }
+  ASSERT_TRUE(line);
+  EXPECT_GT(received, 0u);
+  EXPECT_EQ(nlohmann::json::parse(*line)["object"]["code"], 410);
+  EXPECT_EQ(expires->ReadLine(), std::nullopt);
+  EXPECT_TRUE(expires->body_done());
+  // The other leaves mid-write.
+  leaves->Close();
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+  EXPECT_TRUE(WaitFor([&] { return arena->live_segments() == 1; }))
+      << arena->live_segments() << " segments live";
 }
 
 }  // namespace
