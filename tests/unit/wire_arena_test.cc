@@ -808,4 +808,16 @@ TEST(WireArena, APreviousStateStaysOnTheHeapAndIsWritable) {
 }
 
 }  // namespace
+// Sending from the file does not update its access time: every sendfile
+// would otherwise write the inode (O_NOATIME).
+TEST(WireArena, TheFileIsOpenWithoutAccessTimes) {
+  auto arena = NewArena();
+  EventPtr e = MakeEvent(arena.get(), "n", "line\n");
+  Event::Frame frame;
+  ASSERT_TRUE(e->GetFrame(&frame));
+  const int flags = fcntl(frame.fd, F_GETFL);
+  ASSERT_GE(flags, 0);
+  EXPECT_NE(flags & O_NOATIME, 0);
+}
+
 }  // namespace walwatch
