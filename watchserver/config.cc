@@ -523,8 +523,10 @@ const Flag kFlags[] = {
      false, true},
     // Event log.
     {"max-log-bytes", Group::kEventLog, "SIZE",
-     "Memory budget of the in-memory event log; at least 1Mi. A watch that "
-     "falls behind the oldest retained event ends with 410 Expired.",
+     "Memory budget of the in-memory event log; at least 1Mi. Its memory "
+     "may pass the budget by two 2 MiB segments of its file (see "
+     "--sendfile). A watch that falls behind the oldest retained event ends "
+     "with 410 Expired.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        uint64_t n;

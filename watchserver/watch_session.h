@@ -231,6 +231,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Writes pieces_ from next_piece_ on until all are written (no error),
   // the socket is full (would_block) or the write fails.
   ErrorCode SendPieces();
+  // Before a write waits for its client: copies its unsent rest into
+  // spill_ and lets go of its events, so that a slow client pins no
+  // segment of the arena (whose events the log may evict meanwhile).
+  void SpillRest();
   void OnWritable(ErrorCode ec);
   // Empties events_in_flight_ and the pieces after a write, keeping room
   // for kKeptWriteCapacity events.
@@ -331,7 +335,6 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool ending_ = false;            // ERROR event or final chunk under way
   bool reading_for_disconnect_ = false;
   std::vector<EventPtr> events_in_flight_;  // keep wire bytes alive
-  bool live_in_flight_ = false;             // events_in_flight_ are live
   // The log's current RV when this watch began reading it. Events
   // committed above it reached the log while the watch ran: their
   // commit-to-write is walwatch's latency. Those at or below it are a
@@ -350,11 +353,20 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     uint64_t offset;  // of data in fd
   };
   std::vector<WritePiece> pieces_;
+  // In a write of several pieces, a run of the file shorter than this is
+  // gathered from memory with the rest rather than sent with sendfile.
+  static constexpr size_t kMinSendfileBytes = 4096;
   size_t next_piece_ = 0;  // the first not wholly written
   std::vector<std::array<char, 2 * sizeof(size_t) + 2>> size_lines_;
   // Cleared if the kernel refuses sendfile to this socket: the arena's
   // bytes then go from their mapping, like the rest.
   bool sendfile_ok_ = true;
+  std::string spill_;  // SpillRest's copy, while the write waits
+  // What OnWriteEvents counts for the write in flight, taken as it starts
+  // (SpillRest may let go of its events): events by type, and the commit
+  // time of its oldest event committed while the watch ran (0: none).
+  std::array<uint64_t, 3> in_flight_by_type_{};
+  int64_t in_flight_live_commit_us_ = 0;
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;

@@ -568,7 +568,6 @@ void WatchSession::WriteEvents(std::vector<EventPtr> events, bool live) {
 }
 
 void WatchSession::WriteEventsInFlight(bool live) {
-  live_in_flight_ = live;
   // Nothing is copied. An event of the log is already framed as a chunk in
   // the arena's file, and consecutive events there are consecutive chunks:
   // a run of them is one piece, sent with sendfile, which hands the socket
@@ -583,10 +582,18 @@ void WatchSession::WriteEventsInFlight(bool live) {
   size_t runs = 0;
   bool in_run = false;
   Event::Frame frame;
+  in_flight_by_type_ = {};
+  in_flight_live_commit_us_ = 0;
+  bool live_seen = false;  // events are in commit order: the first counts
   for (const EventPtr& event : events_in_flight_) {
     const bool framed = event->GetFrame(&frame);
     if (!framed && !in_run) ++runs;
     in_run = !framed;
+    ++in_flight_by_type_[static_cast<size_t>(event->type) % 3];
+    if (live && !live_seen && event->commit_lsn > live_after_rv_) {
+      live_seen = true;
+      in_flight_live_commit_us_ = event->commit_time_us;
+    }
   }
   size_lines_.resize(runs);  // before any pointer into it is taken
   size_t run = 0;
@@ -627,6 +634,14 @@ void WatchSession::WriteEventsInFlight(bool live) {
     run_bytes += wire.size();
   }
   if (in_run) end_run();
+  // A short run of the file (a watcher whose selector takes every few
+  // events) is cheaper copied than spliced: gathered from the mapping with
+  // its neighbours, many go in one sendmsg instead of a sendfile each.
+  if (pieces_.size() > 1) {
+    for (WritePiece& piece : pieces_) {
+      if (piece.size < kMinSendfileBytes) piece.fd = -1;
+    }
+  }
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
 
   // Write now: a client that keeps up has room in its socket buffer, and
@@ -652,8 +667,25 @@ void WatchSession::WriteEventsInFlight(bool live) {
   }
   // The socket is full: write the rest when the client reads, with the
   // stall timer running.
+  SpillRest();
   BeginWrite();
   socket_.async_wait(Socket::wait_write, Bind(&WatchSession::OnWritable));
+}
+
+void WatchSession::SpillRest() {
+  size_t bytes = 0;
+  for (size_t i = next_piece_; i < pieces_.size(); ++i) {
+    bytes += pieces_[i].size;
+  }
+  spill_.clear();
+  spill_.reserve(bytes);
+  for (size_t i = next_piece_; i < pieces_.size(); ++i) {
+    spill_.append(pieces_[i].data, pieces_[i].size);
+  }
+  pieces_.clear();
+  pieces_.push_back({spill_.data(), spill_.size(), -1, 0});
+  next_piece_ = 0;
+  events_in_flight_.clear();
 }
 
 WatchSession::ErrorCode WatchSession::SendPieces() {
@@ -725,6 +757,9 @@ void WatchSession::OnWritable(ErrorCode ec) {
 
 void WatchSession::ReleaseWriteBuffers() {
   events_in_flight_.clear();
+  pieces_.clear();
+  next_piece_ = 0;
+  if (spill_.capacity() > 0) std::string().swap(spill_);
   // Keep room for a few events' writes; give back what a burst took.
   if (events_in_flight_.capacity() > kKeptWriteCapacity) {
     std::vector<EventPtr>().swap(events_in_flight_);
@@ -749,27 +784,17 @@ void WatchSession::OnWriteEvents(ErrorCode ec, size_t /*bytes*/) {
     return Close();
   }
   if (Metrics* metrics = context_->options.metrics) {
-    uint64_t by_type[3] = {0, 0, 0};
-    for (const EventPtr& event : events_in_flight_) {
-      ++by_type[static_cast<size_t>(event->type) % 3];
-    }
     for (EventType type :
          {EventType::kAdded, EventType::kModified, EventType::kDeleted}) {
-      uint64_t n = by_type[static_cast<size_t>(type)];
+      uint64_t n = in_flight_by_type_[static_cast<size_t>(type)];
       if (n != 0) metrics->EventsSent(type, n);
     }
     // One observation per write, from its oldest event that reached the
     // log while this watch ran (events are in commit order).
-    if (live_in_flight_) {
-      for (const EventPtr& event : events_in_flight_) {
-        if (event->commit_lsn <= live_after_rv_) continue;
-        if (event->commit_time_us > 0) {
-          metrics->ObserveCommitToWrite(
-              std::max<int64_t>(0, NowUnixMicros() - event->commit_time_us) /
-              1e6);
-        }
-        break;
-      }
+    if (in_flight_live_commit_us_ > 0) {
+      metrics->ObserveCommitToWrite(
+          std::max<int64_t>(0, NowUnixMicros() - in_flight_live_commit_us_) /
+          1e6);
     }
   }
   ReleaseWriteBuffers();

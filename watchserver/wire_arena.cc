@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "watchserver/logging.h"
 
@@ -26,6 +28,10 @@ struct WireArena::File {
   const int fd;
   std::atomic<uint32_t> refs{1};
   std::atomic<size_t> live_segments{0};
+  // Ranges of the file whose segment is gone (punched out), for the next
+  // segments: the file stays as large as the most segments ever alive.
+  std::mutex mu;
+  std::vector<uint64_t> free_offsets;  // GUARDED_BY(mu)
 };
 
 // A segment's header, in its own first bytes (found by masking an address).
@@ -54,7 +60,15 @@ char* MapAligned(int fd, uint64_t offset, size_t size) {
                       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                       static_cast<off_t>(offset));
   if (mapped == MAP_FAILED) {
-    munmap(reserve, 2 * size);
+    // Only the outer parts are surely still the reservation: an older kernel
+    // may have unmapped the middle already, and another thread may have
+    // mapped something there since. A middle left reserved is address space
+    // lost on a rare failure, not memory.
+    if (aligned > start) munmap(reserve, aligned - start);
+    const uintptr_t end = aligned + size;
+    if (start + 2 * size > end) {
+      munmap(reinterpret_cast<void*>(end), start + 2 * size - end);
+    }
     return nullptr;
   }
   if (aligned > start) munmap(reserve, aligned - start);
@@ -107,10 +121,29 @@ bool WireArena::NewSegmentLocked() {
     --heap_before_retry_;
     return false;
   }
-  const uint64_t offset = next_offset_;
+  // A range a gone segment left, or a new one at the end of the file.
+  uint64_t offset = next_offset_;
+  bool reused = false;
+  {
+    std::lock_guard<std::mutex> lock(file_->mu);
+    if (!file_->free_offsets.empty()) {
+      offset = file_->free_offsets.back();
+      file_->free_offsets.pop_back();
+      reused = true;
+    }
+  }
   const char* failed = nullptr;
   char* base = nullptr;
-  if (ftruncate(file_->fd, static_cast<off_t>(offset + kSegmentBytes)) != 0) {
+  rlimit file_size{};
+  if (!reused && getrlimit(RLIMIT_FSIZE, &file_size) == 0 &&
+      file_size.rlim_cur != RLIM_INFINITY &&
+      offset + kSegmentBytes > file_size.rlim_cur) {
+    // ftruncate past the limit would raise SIGXFSZ, which kills.
+    errno = EFBIG;
+    failed = "the file-size limit (RLIMIT_FSIZE) stops the event file; "
+             "events go on the heap for now";
+  } else if (!reused && ftruncate(file_->fd, static_cast<off_t>(
+                                                 offset + kSegmentBytes)) != 0) {
     failed = "cannot grow the event file; events go on the heap for now";
   } else if ((base = MapAligned(file_->fd, offset, kSegmentBytes)) ==
              nullptr) {
@@ -119,6 +152,10 @@ bool WireArena::NewSegmentLocked() {
   if (failed != nullptr) {
     // Nothing of the range was mapped or written: the next try uses it.
     const int error = errno;
+    if (reused) {
+      std::lock_guard<std::mutex> lock(file_->mu);
+      file_->free_offsets.push_back(offset);
+    }
     if (!failing_) {
       LogWarn(failed, {{"error", std::strerror(error)}});
       failing_ = true;
@@ -130,7 +167,7 @@ bool WireArena::NewSegmentLocked() {
     LogInfo("the event file grows again; events go into it");
     failing_ = false;
   }
-  next_offset_ += kSegmentBytes;
+  if (!reused) next_offset_ += kSegmentBytes;
   ++segments_made_;
   file_->Ref();
   file_->live_segments.fetch_add(1, std::memory_order_relaxed);
@@ -179,11 +216,18 @@ void WireArena::ReleaseSegment(Segment* segment) {
   File* file = segment->file;
   const uint64_t offset = segment->file_offset;
   munmap(segment, kSegmentBytes);
-  // The pages leave the file; those a socket still holds live on there.
+  // The pages leave the file; those a socket still holds live on there,
+  // with their bytes. The range is then free for a new segment, which gets
+  // new pages: what a socket holds is never rewritten.
   if (fallocate(file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                 static_cast<off_t>(offset), kSegmentBytes) != 0) {
+    // Without the punch the pages stay in the file and may still be in a
+    // socket: the range must not be used again.
     LogWarn("cannot free a segment of the event file",
             {{"error", std::strerror(errno)}});
+  } else {
+    std::lock_guard<std::mutex> lock(file->mu);
+    file->free_offsets.push_back(offset);
   }
   file->live_segments.fetch_sub(1, std::memory_order_relaxed);
   file->Unref();

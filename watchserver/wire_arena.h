@@ -8,8 +8,8 @@
 // pages: nothing is copied or allocated per watcher, and the client frees
 // nothing but the references.
 //
-// Layout: one memfd, mapped in segments of kSegmentBytes at addresses aligned
-// to kSegmentBytes, so that any byte of a segment finds the segment's header
+// Layout: one memfd, mapped in segments of kSegmentBytes (2 MiB) at addresses
+// aligned to kSegmentBytes, so that any byte of a segment finds the segment's header
 // (its first bytes) by masking its address. Each segment holds event headers
 // (with their names) from the front and framed wire lines from kWireRegion
 // on: each line is laid out as one HTTP chunk, "<hex size>\r\n<line>\r\n",
@@ -21,16 +21,21 @@
 // while it is the arena's current segment). When the count falls to zero, on
 // whichever thread frees the last event, the segment is unmapped and its range
 // of the file punched out (FALLOC_FL_PUNCH_HOLE), which returns the pages to
-// the system. Pages that sockets still hold stay alive in the kernel, with
-// the bytes they were sent with, until the client has read them: the file's
-// offsets are never reused (they grow by kSegmentBytes per segment; 2^63
-// bytes last for millennia at the walsender's ~100 MB/s). The file itself is
-// shared by the arena and its segments, and closed with the last of them, so
-// events may outlive the arena.
+// the system. Pages that sockets still hold leave the file but stay alive in
+// the kernel, with the bytes they were sent with, until the client has read
+// them. The range is then reused by a later segment, which gets new pages, so
+// the file is only as large as the most segments ever alive at once. The
+// file itself is shared by the arena and its segments, and closed with the
+// last of them, so events may outlive the arena.
 //
 // Memory: only pages written are resident, so a segment's unused room costs
 // address space only. A segment whose events were evicted stays until its
-// last event goes; the log's bound therefore holds give or take one segment.
+// last event goes: the log's bound holds give or take two segments (the
+// oldest, partly evicted, and the current one). Sessions hold events only
+// while a write goes straight into a socket; a write that has to wait is
+// copied out of the arena first (watch_stream.cc), so a slow client pins no
+// segment. Pages already sent stay alive in the sockets until read, as a
+// copy would.
 //
 // Thread safety: Allocate is for one thread at a time (the replication
 // thread); it locks, so that tests may allocate from several. Release and
@@ -48,11 +53,12 @@ namespace walwatch {
 
 class WireArena {
  public:
-  static constexpr size_t kSegmentBytes = size_t{4} << 20;
+  static constexpr size_t kSegmentBytes = size_t{2} << 20;
   // Where a segment's wire region starts; headers fill the room before it.
-  static constexpr size_t kWireRegion = size_t{512} << 10;
+  static constexpr size_t kWireRegion = size_t{256} << 10;
   // After a segment could not be made (the file cannot grow: a file-size
-  // limit, memory), this many events go to the heap before the next try,
+  // limit (RLIMIT_FSIZE, checked first: going past it would raise SIGXFSZ),
+  // memory), this many events go to the heap before the next try,
   // so that a lasting failure costs one system call per that many events,
   // and one warning.
   static constexpr uint64_t kHeapEventsAfterFailure = 1024;
@@ -65,7 +71,8 @@ class WireArena {
   WireArena& operator=(const WireArena&) = delete;
 
   // Room for an event: `header_bytes` (rounded up to 8) from the header
-  // region, and `wire_bytes` of line framed as a chunk in the wire region.
+  // region, and `wire_bytes` of line framed as a chunk in the wire region
+  // (lines of up to ~1.7 MiB; larger ones go on the heap).
   struct Block {
     void* header = nullptr;  // aligned to 8
     char* wire = nullptr;    // the line's first byte; the framing is written

@@ -58,8 +58,10 @@ namespace {
 // fallback, which would serve the same streams.
 struct SendfileCounts {
   std::atomic<uint64_t> bytes{0};         // sent
+  std::atomic<uint64_t> calls{0};         // that sent something
   std::atomic<uint64_t> short_writes{0};  // calls that sent part of a piece
   std::atomic<uint64_t> would_block{0};   // calls refused with EAGAIN
+  std::atomic<uint64_t> broken_pipe{0};   // calls failed with EPIPE
 };
 SendfileCounts sendfile_counts;
 
@@ -70,9 +72,12 @@ extern "C" ssize_t sendfile(int out_fd, int in_fd, off_t* offset,
   const long n = ::syscall(SYS_sendfile, out_fd, in_fd, offset, count);
   if (n > 0) {
     sendfile_counts.bytes += static_cast<uint64_t>(n);
+    ++sendfile_counts.calls;
     if (static_cast<size_t>(n) < count) ++sendfile_counts.short_writes;
   } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     ++sendfile_counts.would_block;
+  } else if (n < 0 && errno == EPIPE) {
+    ++sendfile_counts.broken_pipe;
   }
   return n;
 }
@@ -554,6 +559,13 @@ class BasicTestClient {
     ErrorCode ignored;
     socket_.shutdown(Protocol::socket::shutdown_both, ignored);
     socket_.close(ignored);
+  }
+
+  // Stops receiving (shutdown SHUT_RD) but stays connected: the server sees
+  // no end of its reads, and its next write fails with EPIPE.
+  void ShutdownReceive() {
+    ErrorCode ignored;
+    socket_.shutdown(Protocol::socket::shutdown_receive, ignored);
   }
 
  private:
@@ -2333,32 +2345,87 @@ size_t FrameBytes(const EventPtr& event) {
   return event->GetFrame(&frame) ? frame.size : 0;
 }
 
+// WatchSession::kMinSendfileBytes: in a write of several pieces, a run of
+// the arena's file shorter than this goes from memory, gathered with the
+// other pieces into sendmsg; a write of one piece always goes with
+// sendfile, however short.
+constexpr size_t kMinSendfileBytes = 4096;
+
+// The segment of the arena's file that holds `event`: its offset in the
+// file over the segment size (the arena here never frees a segment before
+// the test has made all of its events, so none is used again).
+uint64_t SegmentOf(const EventPtr& event) {
+  Event::Frame frame;
+  EXPECT_TRUE(event->GetFrame(&frame)) << "on the heap";
+  return frame.offset / WireArena::kSegmentBytes;
+}
+
+// Whether `b`'s frame follows `a`'s in the arena's file and mapping: written
+// one after the other, they are one run of the file, one piece.
+bool Adjacent(const EventPtr& a, const EventPtr& b) {
+  Event::Frame fa, fb;
+  return a->GetFrame(&fa) && b->GetFrame(&fb) && fa.fd == fb.fd &&
+         fa.offset + fa.size == fb.offset && fa.data + fa.size == fb.data;
+}
+
+// The body of a raw HTTP response (after its header), decoded strictly.
+std::optional<std::vector<std::string>> BodyChunks(const std::string& raw) {
+  const size_t body_start = raw.find("\r\n\r\n");
+  if (body_start == std::string::npos) return std::nullopt;
+  return DecodeChunks(std::string_view(raw).substr(body_start + 4));
+}
+
 // The log's events go out as the arena framed them, through sendfile: one
 // chunk per event holding its wire line byte for byte, whatever the length
 // of its size line, across segments, and the body decodes strictly up to
-// its last chunk.
+// its last chunk. Another resource's events (configmaps) fill the first
+// segment between the pods, so that the watch's write is two runs of the
+// file, in two segments, each longer than kMinSendfileBytes, and under
+// 100 KB in all (far less than the socket holds, so the write never waits
+// and nothing is copied out): every byte goes with sendfile, once.
 TEST_F(HttpServerTest, ArenaEventsGoOutAsTheirOwnChunksByteForByte) {
   std::vector<EventPtr> events;
   uint64_t lsn = 101;
-  // Lines whose sizes take 2, 3, 4 and 5 hex digits.
-  for (size_t padding : {0, 1000, 20000, 100000}) {
+  // Lines whose sizes take 2, 3 and 5 hex digits, in the first segment.
+  for (size_t padding : {0, 1000, 65536}) {
     events.push_back(
         AppendArenaPod(lsn++, "pod-" + std::to_string(padding), padding));
   }
-  // 4 MB more: past the first segment's 3.5 MiB of lines, into the next.
-  for (int i = 0; i < 40; ++i) {
-    events.push_back(AppendArenaPod(lsn++, "big-" + std::to_string(i), 100000));
+  ASSERT_GE(events.back()->wire().size(), size_t{0x10000});
+  // Configmaps fill the rest of the first segment, and start the second.
+  EventSpec filler;
+  filler.resource = "configmaps";
+  filler.kind = "ConfigMap";
+  filler.padding = std::string(64 << 10, 'f');
+  for (int i = 0; Arena()->segments_made() < 2; ++i) {
+    ASSERT_LT(i, 100);
+    filler.name = "cm-" + std::to_string(i);
+    AppendTxn(lsn++, {filler}, Arena());
   }
-  ASSERT_GE(Arena()->segments_made(), 2u);
-  // And a transaction of three: consecutive chunks, one piece.
+  // Then a line whose size takes 4 hex digits, and a transaction of three:
+  // consecutive chunks, one run with it, in the second segment.
+  events.push_back(AppendArenaPod(lsn++, "pod-20000", 20000));
   for (EventPtr& event : AppendTxn(lsn++, {{"t1"}, {"t2"}, {"t3"}}, Arena())) {
     events.push_back(std::move(event));
   }
-  size_t frame_bytes = 0;
-  for (const EventPtr& event : events) frame_bytes += FrameBytes(event);
+  size_t runs[2] = {0, 0};
+  for (size_t i = 0; i < events.size(); ++i) {
+    const uint64_t segment = i < 3 ? 0 : 1;
+    ASSERT_EQ(SegmentOf(events[i]), segment) << i;
+    if (i != 0 && i != 3) {
+      ASSERT_TRUE(Adjacent(events[i - 1], events[i])) << i;
+    }
+    runs[segment] += FrameBytes(events[i]);
+  }
+  ASSERT_FALSE(Adjacent(events[2], events[3]));
+  ASSERT_GE(runs[0], kMinSendfileBytes);
+  ASSERT_GE(runs[1], kMinSendfileBytes);
+  const size_t frame_bytes = runs[0] + runs[1];
+  ASSERT_LT(frame_bytes, size_t{100} << 10);
 
   StartServer();
   const uint64_t sent_before = sendfile_counts.bytes;
+  const uint64_t blocked_before = sendfile_counts.would_block;
   auto client = Connect();
   client->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
   std::optional<std::string> raw = client->ReadAllRaw();
@@ -2367,8 +2434,7 @@ TEST_F(HttpServerTest, ArenaEventsGoOutAsTheirOwnChunksByteForByte) {
   ASSERT_NE(body_start, std::string::npos);
   const std::string head = raw->substr(0, body_start + 2);
   EXPECT_NE(head.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
-  std::optional<std::vector<std::string>> chunks =
-      DecodeChunks(std::string_view(*raw).substr(body_start + 4));
+  std::optional<std::vector<std::string>> chunks = BodyChunks(*raw);
   ASSERT_TRUE(chunks) << "the body is not cleanly chunked";
   ASSERT_EQ(chunks->size(), events.size());
   for (size_t i = 0; i < events.size(); ++i) {
@@ -2377,24 +2443,32 @@ TEST_F(HttpServerTest, ArenaEventsGoOutAsTheirOwnChunksByteForByte) {
         << "event " << i << ": " << got.size() << " bytes, want "
         << events[i]->wire().size();
   }
-  // Every byte of those chunks went through sendfile, once.
+  // Every byte of those chunks went through sendfile, once; the write never
+  // waited.
+  EXPECT_EQ(sendfile_counts.would_block - blocked_before, 0u);
   EXPECT_EQ(sendfile_counts.bytes - sent_before, frame_bytes);
 }
 
 // One stream mixing the arena's events, events on the heap, and the
 // variants a label selector makes of a MODIFIED whose labels changed (an
 // ADDED or a DELETED line, made on the heap for the watch): writes
-// interleave sendfile'd chunks with chunks gathered from memory, and each
-// watch gets every line it should, in order, in a cleanly chunked body.
+// interleave sendfile'd runs of the file with chunks gathered from memory,
+// and each watch gets every line it should, in order, in a cleanly chunked
+// body. Every write here is of several pieces, so a run of the file goes
+// with sendfile only if it is kMinSendfileBytes or longer: a1 alone, and a4
+// with s (adjacent, each too short alone); every other run is short and
+// goes from memory with its neighbours.
 TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
   WireArena* arena = Arena();
   ASSERT_TRUE(arena);
   const LabelList web = {{"app", "web"}};
   const LabelList db = {{"app", "db"}};
-  auto pod = [](const std::string& name, const LabelList& labels) {
+  auto pod = [](const std::string& name, const LabelList& labels,
+                size_t padding = 0) {
     EventSpec spec;
     spec.name = name;
     spec.labels = labels;
+    spec.padding = std::string(padding, 'x');
     return spec;
   };
   // The line of a MODIFIED that enters the selection: it, as ADDED.
@@ -2412,7 +2486,7 @@ TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
   };
 
   // Appended before the watches start: read and written as one batch.
-  EventPtr a1 = AppendBuilt(110, {{pod("a1", web), arena}})[0];
+  EventPtr a1 = AppendBuilt(110, {{pod("a1", web, 5000), arena}})[0];
   std::vector<EventPtr> t120 = AppendBuilt(
       120, {{pod("h1", web)}, {pod("a2", web), arena}, {pod("h2", web)}});
   EventPtr p = AppendBuilt(130, {{pod("p", web), arena, db}})[0];  // enters
@@ -2425,8 +2499,9 @@ TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
                         {pod("r", web), nullptr, db}});  // enters, on the heap
   const LabelList tier_a = {{"app", "web"}, {"tier", "a"}};
   const LabelList tier_b = {{"app", "web"}, {"tier", "b"}};
-  std::vector<EventPtr> t160 = AppendBuilt(
-      160, {{pod("a4", web), arena}, {pod("s", tier_b), arena, tier_a}});
+  std::vector<EventPtr> t160 =
+      AppendBuilt(160, {{pod("a4", web, 2200), arena},
+                        {pod("s", tier_b, 2200), arena, tier_a}});
   const std::vector<std::string> web_before = {
       Line(a1),          Line(t120[0]), Line(t120[1]), Line(t120[2]),
       added(p),          Line(t140[0]), deleted(t140[1]), Line(t140[2]),
@@ -2450,19 +2525,22 @@ TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
     ASSERT_EQ(all_watch->ReadLine(), line);
   }
 
-  // Appended while they watch.
+  // Appended while they watch: each transaction has an event on the heap,
+  // so that whichever of them a write holds, it is of several pieces.
   std::vector<EventPtr> t170 =
       AppendBuilt(170, {{pod("h4", web)},
                         {pod("p", db), arena, web},  // p leaves
                         {pod("a5", web), arena}});
-  std::vector<EventPtr> t180 = AppendBuilt(
-      180, {{pod("q", web), arena, db}, {pod("a6", web), arena}});  // q enters
+  std::vector<EventPtr> t180 =
+      AppendBuilt(180, {{pod("q", web), arena, db},  // q enters
+                        {pod("a6", web), arena},
+                        {pod("h5", web)}});
   const std::vector<std::string> web_after = {
       Line(t170[0]), deleted(t170[1]), Line(t170[2]), added(t180[0]),
-      Line(t180[1])};
+      Line(t180[1]), Line(t180[2])};
   const std::vector<std::string> all_after = {
       Line(t170[0]), Line(t170[1]), Line(t170[2]), Line(t180[0]),
-      Line(t180[1])};
+      Line(t180[1]), Line(t180[2])};
   for (const std::string& line : web_after) {
     ASSERT_EQ(web_watch->ReadLine(), line);
   }
@@ -2477,10 +2555,7 @@ TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
       "&timeoutSeconds=1");
   std::optional<std::string> raw = raw_watch->ReadAllRaw();
   ASSERT_TRUE(raw);
-  const size_t body_start = raw->find("\r\n\r\n");
-  ASSERT_NE(body_start, std::string::npos);
-  std::optional<std::vector<std::string>> chunks =
-      DecodeChunks(std::string_view(*raw).substr(body_start + 4));
+  std::optional<std::vector<std::string>> chunks = BodyChunks(*raw);
   ASSERT_TRUE(chunks) << "the body is not cleanly chunked";
   std::string body;
   for (const std::string& chunk : *chunks) body += chunk;
@@ -2490,33 +2565,130 @@ TEST_F(HttpServerTest, ArenaHeapAndSelectorVariantEventsInterleaveInOneStream) {
   }
   EXPECT_EQ(body, want);
 
-  // The arena's events went through sendfile, each once per watch that
-  // got it as it is; the variants and the heap's events did not.
-  uint64_t want_sent = 0;
-  for (const EventPtr& event : {a1, t120[1], t140[0], t160[0], t160[1],
-                                t170[2], t180[1]}) {
-    want_sent += 2 * FrameBytes(event);  // web_watch and raw_watch
-  }
-  for (const EventPtr& event : {a1, t120[1], p, t140[0], t140[1], t150[0],
-                                t160[0], t160[1], t170[1], t170[2], t180[0],
-                                t180[1]}) {
-    want_sent += FrameBytes(event);  // all_watch
-  }
+  // What went through sendfile: the runs of kMinSendfileBytes or more, in
+  // each of the three watches (a1 alone, a4 with s). The short runs (a2; p,
+  // a3 and q for all_watch; x; and every event appended later, runs of at
+  // most four short lines) went from memory.
+  EXPECT_GE(FrameBytes(a1), kMinSendfileBytes);
+  EXPECT_TRUE(Adjacent(t160[0], t160[1]));
+  EXPECT_LT(FrameBytes(t160[0]), kMinSendfileBytes);
+  EXPECT_LT(FrameBytes(t160[1]), kMinSendfileBytes);
+  EXPECT_GE(FrameBytes(t160[0]) + FrameBytes(t160[1]), kMinSendfileBytes);
+  EXPECT_LT(FrameBytes(t170[1]) + FrameBytes(t170[2]) + FrameBytes(t180[0]) +
+                FrameBytes(t180[1]),
+            kMinSendfileBytes);
+  EXPECT_LT(FrameBytes(p) + FrameBytes(t140[0]) + FrameBytes(t140[1]),
+            kMinSendfileBytes);
+  const uint64_t want_sent =
+      3 * (FrameBytes(a1) + FrameBytes(t160[0]) + FrameBytes(t160[1]));
   EXPECT_TRUE(
       WaitFor([&] { return sendfile_counts.bytes - sent_before == want_sent; }))
       << sendfile_counts.bytes - sent_before << " bytes, want " << want_sent;
 }
 
+// A watch whose label selector takes every other event of the arena gets
+// frames of which no two are adjacent: each is a run of its own, far
+// shorter than kMinSendfileBytes. They go from memory, gathered into
+// sendmsg (64 to a call), not one sendfile each; a watch of all of them gets
+// the same stretch of the file as one run, through sendfile. Both bodies
+// decode strictly, one chunk per event.
+TEST_F(HttpServerTest, EveryOtherArenaEventGoesOutGatheredWithoutSendfile) {
+  const LabelList web = {{"app", "web"}};
+  const LabelList db = {{"app", "db"}};
+  std::vector<EventPtr> all;
+  std::vector<EventPtr> selected;
+  size_t all_bytes = 0;
+  // 200 pods, alternately web and db: one run of the file, 100 frames for
+  // the web watch (more than a sendmsg's 64), 50 KB in all.
+  for (int i = 0; i < 200; ++i) {
+    EventSpec spec;
+    spec.name = "pod-" + std::to_string(i);
+    spec.labels = i % 2 == 0 ? web : db;
+    all.push_back(AppendTxn(101 + i, {spec}, Arena()).front());
+    if (i % 2 == 0) selected.push_back(all.back());
+    ASSERT_LT(FrameBytes(all.back()), kMinSendfileBytes);
+    if (i > 0) {
+      ASSERT_TRUE(Adjacent(all[i - 1], all.back())) << i;
+    }
+    all_bytes += FrameBytes(all.back());
+  }
+  ASSERT_LT(all_bytes, size_t{64} << 10);
+
+  StartServer();
+  const uint64_t sent_before = sendfile_counts.bytes;
+  auto web_watch = Connect();
+  web_watch->Get(
+      "/api/v1/pods?watch=1&resourceVersion=100&labelSelector=app%3Dweb"
+      "&timeoutSeconds=1");
+  auto all_watch = Connect();
+  all_watch->Get("/api/v1/pods?watch=1&resourceVersion=100&timeoutSeconds=1");
+  for (auto [client, events] :
+       {std::pair{web_watch.get(), &selected}, std::pair{all_watch.get(), &all}}) {
+    std::optional<std::string> raw = client->ReadAllRaw();
+    ASSERT_TRUE(raw);
+    std::optional<std::vector<std::string>> chunks = BodyChunks(*raw);
+    ASSERT_TRUE(chunks) << "the body is not cleanly chunked";
+    ASSERT_EQ(chunks->size(), events->size());
+    for (size_t i = 0; i < events->size(); ++i) {
+      ASSERT_EQ((*chunks)[i], (*events)[i]->wire()) << i;
+    }
+  }
+  // Both streams have ended: every write is done. Only all_watch's run went
+  // with sendfile.
+  EXPECT_EQ(sendfile_counts.bytes - sent_before, all_bytes);
+}
+
+// A write of one piece always goes with sendfile, however short: a single
+// short event, the only one a watch has to write, is one sendfile of its
+// frame. Beside an event on the heap, the same short frame is one piece of
+// several, and goes from memory with it.
+TEST_F(HttpServerTest, ASingleShortArenaEventIsOneSendfile) {
+  StartServer();
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
+  const uint64_t sent_before = sendfile_counts.bytes;
+  const uint64_t calls_before = sendfile_counts.calls;
+  EventPtr small = AppendArenaPod(101, "small");
+  ASSERT_LT(FrameBytes(small), kMinSendfileBytes);
+  EXPECT_EQ(client->ReadLine(), Line(small));
+  EXPECT_TRUE(WaitFor([&] {
+    return sendfile_counts.bytes - sent_before == FrameBytes(small);
+  })) << sendfile_counts.bytes - sent_before << " bytes, want "
+      << FrameBytes(small);
+  EXPECT_EQ(sendfile_counts.calls - calls_before, 1u);
+
+  // The same, with an event on the heap in its transaction: two pieces.
+  EventSpec on_heap;
+  on_heap.name = "heap";
+  std::vector<EventPtr> mixed =
+      AppendBuilt(102, {{EventSpec{"small-2"}, Arena()}, {on_heap}});
+  ASSERT_GT(FrameBytes(mixed[0]), 0u);
+  EXPECT_EQ(client->ReadLine(), Line(mixed[0]));
+  EXPECT_EQ(client->ReadLine(), Line(mixed[1]));
+  // And a short one alone again: sendfile.
+  EventPtr last = AppendArenaPod(103, "small-3");
+  EXPECT_EQ(client->ReadLine(), Line(last));
+  EXPECT_TRUE(WaitFor([&] {
+    return sendfile_counts.bytes - sent_before ==
+           FrameBytes(small) + FrameBytes(last);
+  })) << sendfile_counts.bytes - sent_before << " bytes, want "
+      << FrameBytes(small) + FrameBytes(last);
+  EXPECT_EQ(sendfile_counts.calls - calls_before, 2u);
+}
+
 // A watcher that reads nothing while 2,000 events of 8 KiB (16 MB, many
 // times what its socket holds, well under the backlog bound and read long
-// before the write-stall timeout) go into the log, then reads: sendfile
-// filled the socket, sent part of a piece, was refused, and went on each
-// time the client made room (OnWritable), again and again within a write.
-// Every event arrives once, in order, whole.
+// before the write-stall timeout) go into the log, then reads. Each write
+// starts with sendfile, which fills the socket, sends part of a piece and is
+// refused; the write then copies its unsent rest out of the arena
+// (SpillRest) and sends that as the client makes room (OnWritable). Every
+// event arrives once, in order, whole; part of the arena's bytes went with
+// sendfile, the rest from the copies; and once the client keeps up, a write
+// goes all with sendfile again.
 TEST_F(LargeLogHttpServerTest,
        ASlowReaderOfManyMegabytesGetsEveryArenaEventOnceInOrder) {
   // Writes of up to 2 MB (a read's 256 events), many socketfuls each: the
-  // socket fills again before one is done, and OnWritable waits again.
+  // socket fills long before one is done, and OnWritable waits again.
   options_.max_write_bytes = size_t{4} << 20;
   StartServer();
   auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
@@ -2548,24 +2720,87 @@ TEST_F(LargeLogHttpServerTest,
         << "event " << i << " differs: " << line->size() << " bytes, want "
         << Line(events[i]).size();
   }
-  // Nothing twice: the next line is the next event's.
+  // Every byte of those events has been sent (the client read them all):
+  // some with sendfile, which was cut short and refused, and the rest of
+  // the writes that waited from their copies.
+  const uint64_t sent = sendfile_counts.bytes - sent_before;
+  EXPECT_GT(sent, 0u);
+  EXPECT_LT(sent, frame_bytes);
+  EXPECT_GT(sendfile_counts.short_writes - short_before, 0u);
+  EXPECT_GT(sendfile_counts.would_block - blocked_before, 0u);
+
+  // Nothing twice: the next line is the next event's, a write of its own,
+  // all with sendfile.
   EventPtr after = AppendArenaPod(3000, "after");
   EXPECT_EQ(client->ReadLine(), Line(after));
   EXPECT_EQ(server_->active_sessions(), 1u);
+  EXPECT_TRUE(WaitFor([&] {
+    return sendfile_counts.bytes - sent_before == sent + FrameBytes(after);
+  })) << sendfile_counts.bytes - sent_before - sent << " bytes, want "
+      << FrameBytes(after);
+}
 
-  const size_t want_sent = frame_bytes + FrameBytes(after);
-  EXPECT_TRUE(
-      WaitFor([&] { return sendfile_counts.bytes - sent_before == want_sent; }))
-      << sendfile_counts.bytes - sent_before << " bytes, want " << want_sent;
-  EXPECT_GT(sendfile_counts.short_writes - short_before, 0u);
+// A write that waits on its client is copied out of the arena and lets go of
+// its events (SpillRest), so OnWriteEvents counts it from what it took as
+// the write began: a transaction of 100 events of 8 KiB, of all three
+// types, committed while the watch runs, is one write (max_write_bytes 4
+// MiB) that fills the socket and waits; once the client has read it, every
+// event is counted by type, and the write's commit-to-write is observed
+// once.
+TEST_F(HttpServerTest, EventsSentCountsAWriteThatWaitedOnItsClient) {
+  options_.metrics = &metrics_;
+  options_.max_write_bytes = size_t{4} << 20;
+  StartServer();
+  // From the log's current RV: what is appended next is live.
+  auto client = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(client);
+  const uint64_t blocked_before = sendfile_counts.would_block;
+  std::vector<EventSpec> specs;
+  const EventType kTypes[] = {EventType::kAdded, EventType::kModified,
+                              EventType::kDeleted};
+  for (int i = 0; i < 100; ++i) {
+    EventSpec spec;
+    spec.name = "pod-" + std::to_string(i);
+    spec.padding = std::string(8000, 'x');
+    // 50 ADDED, 30 MODIFIED, 20 DELETED.
+    spec.type = kTypes[i < 50 ? 0 : i < 80 ? 1 : 2];
+    specs.push_back(spec);
+  }
+  std::vector<EventPtr> events = AppendTxn(101, specs, Arena());
+  const size_t unread = WaitUntilFull(client.get());
+  ASSERT_GT(unread, 0u) << "the socket never filled";
+  ASSERT_LT(unread, 100u * 8000 / 2);
   EXPECT_GT(sendfile_counts.would_block - blocked_before, 0u);
+  // Nothing counted while the write waits.
+  EXPECT_EQ(Sample(metrics_.Scrape(),
+                   "walwatch_events_sent_total{type=\"ADDED\"}"),
+            0);
+  for (const EventPtr& event : events) {
+    ASSERT_EQ(client->ReadLine(), Line(event));
+  }
+  std::string scrape;
+  EXPECT_TRUE(WaitFor([&] {
+    scrape = metrics_.Scrape();
+    return Sample(scrape, "walwatch_commit_to_write_seconds_count") == 1;
+  })) << scrape;
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"ADDED\"}"), 50)
+      << scrape;
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"MODIFIED\"}"),
+            30)
+      << scrape;
+  EXPECT_EQ(Sample(scrape, "walwatch_events_sent_total{type=\"DELETED\"}"),
+            20)
+      << scrape;
 }
 
 // sendfile has no MSG_NOSIGNAL: writing to a client that left raises
 // SIGPIPE, which ends a process that does not ignore it, and
 // HttpServer::Start ignores it if nothing handles it. A client that leaves
 // while a large arena write waits on its full socket ends its own session
-// only; the server serves on.
+// only (that write's rest was copied out of the arena, and goes with
+// sendmsg, MSG_NOSIGNAL); so does one that stops receiving while its watch
+// waits for the log, whose next write, one arena event, is a sendfile into
+// a socket that refuses it (EPIPE, and SIGPIPE). The server serves on.
 TEST_F(HttpServerTest, AClientLeavingDuringABlockedSendfileEndsOnlyItsSession) {
   // As when walwatch starts: SIGPIPE at its default.
   struct sigaction default_action {};
@@ -2593,44 +2828,59 @@ TEST_F(HttpServerTest, AClientLeavingDuringABlockedSendfileEndsOnlyItsSession) {
   EXPECT_TRUE(WaitFor(
       [&] { return Terminated(metrics.Scrape(), "client_closed") == 1; }));
 
+  // A client that no longer receives, on a watch that is up to date (the
+  // pods above went in at RVs 101 to 300).
+  auto deaf = OpenWatch("/api/v1/pods?watch=1&resourceVersion=300");
+  ASSERT_TRUE(deaf);
+  deaf->ShutdownReceive();
+  const uint64_t broken_before = sendfile_counts.broken_pipe;
+  AppendArenaPod(500, "refused");
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Terminated(metrics.Scrape(), "client_closed") == 2; }));
+  EXPECT_EQ(sendfile_counts.broken_pipe - broken_before, 1u);
+
   // The server goes on: a new watch gets the next arena event.
-  auto next = OpenWatch("/api/v1/pods?watch=1");
+  auto next = OpenWatch("/api/v1/pods?watch=1&resourceVersion=500");
   ASSERT_TRUE(next);
-  EventPtr after = AppendArenaPod(400, "after");
+  EventPtr after = AppendArenaPod(600, "after");
   EXPECT_EQ(next->ReadLine(), Line(after));
 }
 
-// A segment of the arena is freed with its last event: once the log has
-// evicted them and the watches whose writes held some have ended (one
-// left mid-write, one read on into 410 Expired), only the arena's current
-// segment is left. Sessions keep no event past their writes.
+// A watch whose write waits on a full socket pins no segment of the arena:
+// the write's unsent rest was copied out (SpillRest) and its events let go.
+// So while two watches are blocked mid-write, once the log has evicted
+// every event of the arena, only the arena's current segment is left. Each
+// watch, reading on, then gets every event of its writes, whole and in
+// order, and 410 Expired: its cursor fell out of the log meanwhile.
 TEST_F(SmallLogHttpServerTest,
-       ArenaSegmentsAreFreedOnceEvictedAndEveryWatchHasEnded) {
+       ArenaSegmentsAreFreedOnceEvictedWhileWatchesAreBlocked) {
   WireArena* arena = Arena();
   ASSERT_TRUE(arena);
   // 100 events of 8 KiB, all in the first segment and all in the log. The
   // test keeps their lines, not them.
   std::vector<std::string> first;
   for (int i = 0; i < 100; ++i) {
-    first.push_back(
-        Line(AppendArenaPod(101 + i, "pod-" + std::to_string(i), 8000)));
+    EventPtr event = AppendArenaPod(101 + i, "pod-" + std::to_string(i), 8000);
+    ASSERT_EQ(SegmentOf(event), 0u);
+    first.push_back(Line(event));
   }
   ASSERT_EQ(log_.GetStats().events, first.size());
   StartServer();
-  auto leaves = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
-  ASSERT_TRUE(leaves);
-  auto expires = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
-  ASSERT_TRUE(expires);
-  // Each session's write waits on a full socket, holding events of the
-  // first segment.
-  for (TestClient* client : {leaves.get(), expires.get()}) {
-    const size_t unread = WaitUntilFull(client);
-    ASSERT_GT(unread, 0u) << "the socket never filled";
-    ASSERT_LT(unread, 100u * 8000 / 2);
+  auto one = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(one);
+  auto two = OpenWatch("/api/v1/pods?watch=1&resourceVersion=100");
+  ASSERT_TRUE(two);
+  // Each session's write waits on a full socket.
+  size_t full[2];
+  for (int c = 0; c < 2; ++c) {
+    full[c] = WaitUntilFull(c == 0 ? one.get() : two.get());
+    ASSERT_GT(full[c], 0u) << "the socket never filled";
+    ASSERT_LT(full[c], 100u * 8000 / 2);
   }
 
-  // Far past the log's bound: 8 MB more of the arena (two segments more),
-  // then 1.6 MB on the heap, which evicts every event of the arena.
+  // Far past the log's bound: 8 MB more of the arena (several segments
+  // more), then 1.6 MB on the heap, which evicts every event of the arena.
   for (int i = 0; i < 1000; ++i) {
     AppendArenaPod(201 + i, "more-" + std::to_string(i), 8000);
   }
@@ -2641,31 +2891,44 @@ TEST_F(SmallLogHttpServerTest,
     spec.padding = std::string(8000, 'x');
     AppendTxn(1201 + i, {spec});
   }
-  // The first segment lives on in the writes, beside the current one.
-  EXPECT_EQ(arena->live_segments(), 2u);
-
-  // Reading on, a watcher gets what its socket and its write held, in
-  // order, then 410: its cursor fell out of the log.
-  size_t received = 0;
-  std::optional<std::string> line;
-  while ((line = expires->ReadLine())) {
-    if (ParseLine(*line).type == "ERROR") break;
-    ASSERT_LT(received, first.size());
-    ASSERT_TRUE(*line == first[received])
-        << "event " << received << " differs: " << line->size()
-        << " bytes, want " << first[received].size();
-    ++received;
-  }
-  ASSERT_TRUE(line);
-  EXPECT_GT(received, 0u);
-  EXPECT_EQ(nlohmann::json::parse(*line)["object"]["code"], 410);
-  EXPECT_EQ(expires->ReadLine(), std::nullopt);
-  EXPECT_TRUE(expires->body_done());
-  // The other leaves mid-write.
-  leaves->Close();
-  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+  ASSERT_GT(log_.GetStats().oldest_rv, 1200u);  // no arena event left
+  // Only the current segment is left, while both writes still wait: the
+  // servers have sent nothing more, and both sessions are there.
   EXPECT_TRUE(WaitFor([&] { return arena->live_segments() == 1; }))
       << arena->live_segments() << " segments live";
+  EXPECT_EQ(one->Unread(), full[0]);
+  EXPECT_EQ(two->Unread(), full[1]);
+  EXPECT_EQ(server_->active_sessions(), 2u);
+
+  // Reading on, each watcher gets what its socket and its writes held, in
+  // order and whole, up to the end of the write that waited, then 410: the
+  // next read found its cursor evicted. The status names the last event
+  // sent, so the write that waited arrived complete.
+  for (TestClient* client : {one.get(), two.get()}) {
+    size_t received = 0;
+    std::optional<std::string> line;
+    while ((line = client->ReadLine())) {
+      if (ParseLine(*line).type == "ERROR") break;
+      ASSERT_LT(received, first.size());
+      ASSERT_TRUE(*line == first[received])
+          << "event " << received << " differs: " << line->size()
+          << " bytes, want " << first[received].size();
+      ++received;
+    }
+    ASSERT_TRUE(line) << "no 410 after " << received << " events";
+    EXPECT_GT(received, 0u);
+    EXPECT_LT(received, first.size());
+    const nlohmann::json error = nlohmann::json::parse(*line);
+    EXPECT_EQ(error["object"]["code"], 410);
+    EXPECT_EQ(error["object"]["reason"], "Expired");
+    EXPECT_EQ(error["object"]["message"],
+              "too old resource version: " + std::to_string(100 + received) +
+                  " (" + std::to_string(log_.floor_rv()) + ")");
+    EXPECT_EQ(client->ReadLine(), std::nullopt);
+    EXPECT_TRUE(client->body_done());
+  }
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
+  EXPECT_EQ(arena->live_segments(), 1u);
 }
 
 }  // namespace

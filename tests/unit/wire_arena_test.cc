@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -11,12 +12,16 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -35,6 +40,15 @@ namespace {
 constexpr size_t kSegment = WireArena::kSegmentBytes;
 // The room a segment has for framed lines.
 constexpr size_t kWireRoom = WireArena::kSegmentBytes - WireArena::kWireRegion;
+
+// How many events whose lines are `wire_bytes` long fill a segment's wire
+// region, framing included (their headers, of short names, take far less
+// than the header region). Tests derive their counts of events and segments
+// from it rather than from one segment size.
+size_t FramesPerSegment(size_t wire_bytes) {
+  return kWireRoom / (WireArena::FramePrefixBytes(wire_bytes) + wire_bytes +
+                      WireArena::kFrameSuffixBytes);
+}
 
 std::unique_ptr<WireArena> NewArena() {
   std::string error;
@@ -205,11 +219,15 @@ TEST(WireArena, ConsecutiveEventsAreConsecutiveChunksInTheFile) {
 TEST(WireArena, FrameOffsetsFollowTheirSegmentsInTheFile) {
   auto arena = NewArena();
   std::vector<EventPtr> events;
-  // 64 KiB lines: 55 fit in a segment's wire region, so 200 fill 4.
-  for (int i = 0; i < 200; ++i) {
-    events.push_back(MakeEvent(arena.get(), "n", Line(64 << 10, i)));
+  // 64 KiB lines: three segments and a half of them fill 4.
+  const size_t per_segment = FramesPerSegment(64 << 10);
+  ASSERT_GE(per_segment, 2u);
+  const size_t count = 3 * per_segment + per_segment / 2;
+  for (size_t i = 0; i < count; ++i) {
+    events.push_back(
+        MakeEvent(arena.get(), "n", Line(64 << 10, static_cast<int>(i))));
   }
-  std::set<uint64_t> segments;
+  std::map<uint64_t, size_t> segments;  // events in each
   for (size_t i = 0; i < events.size(); ++i) {
     const Event::Frame frame = FrameOf(*events[i]);
     const uint64_t in_segment = frame.offset % kSegment;
@@ -220,10 +238,13 @@ TEST(WireArena, FrameOffsetsFollowTheirSegmentsInTheFile) {
     EXPECT_EQ(ReadFile(frame.fd, frame.offset, frame.size),
               Chunk(Line(64 << 10, static_cast<int>(i))))
         << i;
-    segments.insert(frame.offset / kSegment);
+    ++segments[frame.offset / kSegment];
   }
   EXPECT_EQ(segments.size(), 4u);
   EXPECT_EQ(arena->segments_made(), 4u);
+  // Each full segment holds as many as its wire region has room for.
+  for (uint64_t s = 0; s < 3; ++s) EXPECT_EQ(segments[s], per_segment) << s;
+  EXPECT_EQ(segments[3], per_segment / 2);
   // A new segment starts its lines at the start of its wire region.
   for (size_t i = 1; i < events.size(); ++i) {
     if (SegmentOf(*events[i]) != SegmentOf(*events[i - 1])) {
@@ -340,8 +361,11 @@ TEST(WireArena, FullSegmentsStayUntilTheirLastEventGoes) {
   EXPECT_EQ(arena->segments_made(), 0u);
   EXPECT_EQ(arena->live_segments(), 0u);
   std::vector<EventPtr> events;
-  for (int i = 0; i < 300; ++i) {  // 55 per segment: 6 segments
-    events.push_back(MakeEvent(arena.get(), "n", Line(64 << 10, i)));
+  // Five segments and a half: 6 segments.
+  const size_t per_segment = FramesPerSegment(64 << 10);
+  for (size_t i = 0; i < 5 * per_segment + per_segment / 2; ++i) {
+    events.push_back(
+        MakeEvent(arena.get(), "n", Line(64 << 10, static_cast<int>(i))));
   }
   EXPECT_EQ(arena->segments_made(), 6u);
   EXPECT_EQ(arena->live_segments(), 6u);
@@ -436,7 +460,7 @@ TEST(WireArena, AReleasedSegmentIsPunchedOutOfTheFile) {
     EventPtr e = MakeEvent(arena.get(), "n", Line(64 << 10, i));
     (SegmentOf(*e) == 0 ? first : second).push_back(std::move(e));
   }
-  ASSERT_GE(first.size(), 50u);
+  ASSERT_EQ(first.size(), FramesPerSegment(64 << 10));
   const Event::Frame frame = FrameOf(*first.front());
   EXPECT_EQ(frame.offset / kSegment, 0u);
   const int fd = dup(frame.fd);
@@ -446,6 +470,7 @@ TEST(WireArena, AReleasedSegmentIsPunchedOutOfTheFile) {
   const int64_t before = AllocatedFileBytes(fd);
   EXPECT_GE(before, static_cast<int64_t>(first.size()) * (64 << 10));
 
+  const size_t first_lines = first.size();
   first.clear();
   EXPECT_EQ(arena->live_segments(), 1u);
   // The first segment's range is a hole: the first data is the second's.
@@ -454,7 +479,8 @@ TEST(WireArena, AReleasedSegmentIsPunchedOutOfTheFile) {
   EXPECT_EQ(lseek(fd, static_cast<off_t>(kSegment) - 1, SEEK_HOLE),
             static_cast<off_t>(kSegment) - 1);
   const int64_t after = AllocatedFileBytes(fd);
-  EXPECT_LE(after, before - static_cast<int64_t>(50 * (64 << 10)));
+  EXPECT_LE(after,
+            before - static_cast<int64_t>(first_lines * (64 << 10)));
   // The second segment's bytes are untouched.
   for (size_t i = 0; i < second.size(); ++i) {
     const Event::Frame f = FrameOf(*second[i]);
@@ -464,47 +490,101 @@ TEST(WireArena, AReleasedSegmentIsPunchedOutOfTheFile) {
 }
 
 // Lowers the soft limit on file sizes (which a memfd obeys) for its scope,
-// ignoring the SIGXFSZ that exceeding it raises.
+// with SIGXFSZ at its default action and not blocked in this thread: were
+// the arena to grow its file past the limit, the signal would end the
+// process. The limit, the action and the mask are restored after.
 class FileSizeLimit {
  public:
   explicit FileSizeLimit(rlim_t bytes) {
-    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-    getrlimit(RLIMIT_FSIZE, &old_);
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    action_saved_ = sigaction(SIGXFSZ, &default_action, &old_action_) == 0;
+    sigset_t xfsz;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    mask_saved_ = pthread_sigmask(SIG_UNBLOCK, &xfsz, &old_mask_) == 0;
+    limit_saved_ = getrlimit(RLIMIT_FSIZE, &old_) == 0;
     rlimit lowered = old_;
     lowered.rlim_cur = bytes;
-    ok_ = (old_.rlim_max == RLIM_INFINITY || bytes <= old_.rlim_max) &&
-          setrlimit(RLIMIT_FSIZE, &lowered) == 0;
+    lowered_ = limit_saved_ &&
+               (old_.rlim_max == RLIM_INFINITY || bytes <= old_.rlim_max) &&
+               setrlimit(RLIMIT_FSIZE, &lowered) == 0;
   }
   ~FileSizeLimit() { Lift(); }
-  bool ok() const { return ok_; }
+  // The limit is lowered, and SIGXFSZ at its default action, unblocked.
+  bool ok() const { return lowered_ && action_saved_ && mask_saved_; }
   void Lift() {
-    if (ok_) setrlimit(RLIMIT_FSIZE, &old_);
-    ok_ = false;
-    if (old_handler_ != SIG_ERR) std::signal(SIGXFSZ, old_handler_);
-    old_handler_ = SIG_ERR;
+    if (lowered_) setrlimit(RLIMIT_FSIZE, &old_);
+    lowered_ = false;
+    if (mask_saved_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    mask_saved_ = false;
+    if (action_saved_) sigaction(SIGXFSZ, &old_action_, nullptr);
+    action_saved_ = false;
   }
 
  private:
-  rlimit old_;
-  bool ok_ = false;
-  void (*old_handler_)(int) = SIG_ERR;
+  rlimit old_{};
+  bool limit_saved_ = false;
+  bool lowered_ = false;
+  struct sigaction old_action_ {};
+  bool action_saved_ = false;
+  sigset_t old_mask_{};
+  bool mask_saved_ = false;
 };
 
-// Proves that when no new segment can be made (the file cannot grow), events
-// go to the heap and work, the full segment's events are unharmed, and the
-// arena takes events again once the file can grow.
+// SIGXFSZ's disposition now: SIG_DFL, SIG_IGN or a handler.
+void (*SigxfszHandler())(int) {
+  struct sigaction action {};
+  sigaction(SIGXFSZ, nullptr, &action);
+  return action.sa_handler;
+}
+
+// Proves that when no new segment can be made (the file cannot grow: its
+// size limit), events go to the heap and work, the full segment's events are
+// unharmed, and the arena takes events again once the file can grow. The
+// arena checks the limit before it grows the file, so SIGXFSZ is never
+// raised: with the signal at its default action, which ends the process
+// (core dump), the process lives on. A child proves that first, so that a
+// regression fails this test (killed by signal 25) rather than the binary.
 TEST(WireArena, WhenTheFileCannotGrowEventsGoToTheHeap) {
+  const size_t per_segment = FramesPerSegment(64 << 10);
+  {
+    FileSizeLimit probe(kSegment);
+    if (!probe.ok()) GTEST_SKIP() << "cannot lower RLIMIT_FSIZE";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ASSERT_EXIT(
+      {
+        FileSizeLimit limit(kSegment);  // room for the first segment only
+        if (!limit.ok() || SigxfszHandler() != SIG_DFL) std::_Exit(2);
+        auto arena = NewArena();
+        std::vector<EventPtr> events;
+        // The first segment full, and one event more: past the limit.
+        for (size_t i = 0; i <= per_segment; ++i) {
+          events.push_back(MakeEvent(arena.get(), "n",
+                                     Line(64 << 10, static_cast<int>(i))));
+        }
+        Event::Frame frame;
+        std::_Exit(events.back()->GetFrame(&frame) ? 3 : 0);
+      },
+      ::testing::ExitedWithCode(0), "");
+
   auto arena = NewArena();
   std::vector<EventPtr> events;
   {
     FileSizeLimit limit(kSegment);  // room for the first segment only
-    if (!limit.ok()) GTEST_SKIP() << "cannot lower RLIMIT_FSIZE";
-    for (int i = 0; i < 55; ++i) {  // fill the first segment's wire region
-      events.push_back(MakeEvent(arena.get(), "n", Line(64 << 10, i)));
+    ASSERT_TRUE(limit.ok());
+    ASSERT_EQ(SigxfszHandler(), SIG_DFL);
+    // Fill the first segment's wire region.
+    for (size_t i = 0; i < per_segment; ++i) {
+      events.push_back(
+          MakeEvent(arena.get(), "n", Line(64 << 10, static_cast<int>(i))));
       ASSERT_EQ(SegmentOf(*events.back()), 0u);
     }
-    for (int i = 55; i < 58; ++i) {
-      const std::string wire = Line(64 << 10, i);
+    // The next segment would pass the limit: the file stays as it is.
+    for (size_t i = per_segment; i < per_segment + 3; ++i) {
+      const std::string wire = Line(64 << 10, static_cast<int>(i));
       EventPtr e = MakeEvent(arena.get(), "heap", wire);
       Event::Frame frame;
       EXPECT_FALSE(e->GetFrame(&frame)) << i;
@@ -513,13 +593,18 @@ TEST(WireArena, WhenTheFileCannotGrowEventsGoToTheHeap) {
     }
     EXPECT_EQ(arena->segments_made(), 1u);
     EXPECT_EQ(arena->live_segments(), 1u);  // the full one, no longer current
+    struct stat st;
+    ASSERT_EQ(fstat(FrameOf(*events.front()).fd, &st), 0);
+    EXPECT_EQ(static_cast<size_t>(st.st_size), kSegment);
   }
+  // The process lived on; the limit and SIGXFSZ are as they were.
   for (size_t i = 0; i < events.size(); ++i) {
     const Event::Frame frame = FrameOf(*events[i]);
     EXPECT_EQ(ReadFile(frame.fd, frame.offset, frame.size),
               Chunk(Line(64 << 10, static_cast<int>(i))));
   }
-  // The arena tries again after kHeapEventsAfterFailure events on the heap.
+  // The arena tries again after kHeapEventsAfterFailure events on the heap:
+  // the first of the three above failed, the other two counted down.
   EventPtr again;
   size_t on_heap = 0;
   for (; on_heap <= WireArena::kHeapEventsAfterFailure; ++on_heap) {
@@ -527,13 +612,63 @@ TEST(WireArena, WhenTheFileCannotGrowEventsGoToTheHeap) {
     Event::Frame frame;
     if (again->GetFrame(&frame)) break;
   }
-  EXPECT_LT(on_heap, WireArena::kHeapEventsAfterFailure);
+  EXPECT_EQ(on_heap, WireArena::kHeapEventsAfterFailure - 2);
   EXPECT_EQ(SegmentOf(*again), 1u);
   EXPECT_EQ(FrameBytes(FrameOf(*again)), Chunk("line\n"));
   EXPECT_EQ(arena->segments_made(), 2u);
   EXPECT_EQ(arena->live_segments(), 2u);
   events.clear();
   EXPECT_EQ(arena->live_segments(), 1u);
+}
+
+// Proves that the file-size limit stops only the file's growth: a range a
+// freed segment left is used again without growing the file, even past a
+// limit lowered below the file's size since.
+TEST(WireArena, AFreedRangeIsUsedAgainPastTheFileSizeLimit) {
+  const size_t per_segment = FramesPerSegment(64 << 10);
+  auto arena = NewArena();
+  std::vector<EventPtr> segments[3];
+  for (int i = 0; segments[2].empty(); ++i) {
+    ASSERT_LT(i, static_cast<int>(3 * per_segment));
+    EventPtr e = MakeEvent(arena.get(), "n", Line(64 << 10, i));
+    segments[SegmentOf(*e)].push_back(std::move(e));
+  }
+  ASSERT_EQ(segments[0].size(), per_segment);
+  const int fd = FrameOf(*segments[0].front()).fd;
+  segments[1].clear();  // the middle segment goes: its range is free
+  EXPECT_EQ(arena->live_segments(), 2u);
+
+  FileSizeLimit limit(kSegment);  // below the file's size: it cannot grow
+  if (!limit.ok()) GTEST_SKIP() << "cannot lower RLIMIT_FSIZE";
+  // Filling the current segment, the next one takes the middle's range.
+  std::vector<EventPtr>& current = segments[2];
+  for (int i = 1000;; ++i) {
+    ASSERT_LT(i, 1000 + static_cast<int>(per_segment) + 1);
+    EventPtr e = MakeEvent(arena.get(), "m", Line(64 << 10, i));
+    Event::Frame frame;
+    ASSERT_TRUE(e->GetFrame(&frame)) << "event " << i << " on the heap";
+    current.push_back(std::move(e));
+    if (frame.offset / kSegment != 2) break;
+  }
+  const Event::Frame frame = FrameOf(*current.back());
+  EXPECT_EQ(frame.fd, fd);
+  EXPECT_EQ(frame.offset, kSegment + WireArena::kWireRegion);
+  const std::string chunk =
+      Chunk(Line(64 << 10, 1000 + static_cast<int>(current.size()) - 2));
+  EXPECT_EQ(FrameBytes(frame), chunk);
+  EXPECT_EQ(ReadFile(fd, frame.offset, frame.size), chunk);
+  EXPECT_EQ(arena->segments_made(), 4u);
+  EXPECT_EQ(arena->live_segments(), 3u);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 3 * kSegment);
+  // The other segments' bytes are untouched.
+  for (const std::vector<EventPtr>* events : {&segments[0], &segments[2]}) {
+    for (const EventPtr& e : *events) {
+      const Event::Frame f = FrameOf(*e);
+      EXPECT_EQ(ReadFile(fd, f.offset, f.size), FrameBytes(f));
+    }
+  }
 }
 
 // A connected pair of sockets, [0] to write and [1] to read: a Unix stream
@@ -624,11 +759,14 @@ TEST(WireArena, EventsMayOutliveTheArena) {
   auto arena = NewArena();
   std::vector<EventPtr> events;
   std::vector<std::string> chunks;
-  for (int i = 0; i < 150; ++i) {  // 3 segments
-    const std::string wire = Line(64 << 10, i);
+  // Two segments and a half: 3 segments.
+  const size_t per_segment = FramesPerSegment(64 << 10);
+  for (size_t i = 0; i < 2 * per_segment + per_segment / 2; ++i) {
+    const std::string wire = Line(64 << 10, static_cast<int>(i));
     events.push_back(MakeEvent(arena.get(), "pod-" + std::to_string(i), wire));
     chunks.push_back(Chunk(wire));
   }
+  EXPECT_EQ(arena->segments_made(), 3u);
   const int fd = FrameOf(*events.front()).fd;
   arena.reset();
 
@@ -662,7 +800,10 @@ TEST(WireArena, EventsMayBeReleasedFromManyThreads) {
   auto arena = NewArena();
   std::vector<std::vector<EventPtr>> shares(kThreads);
   std::vector<std::vector<std::string>> chunks(kThreads);
-  for (int i = 0; i < 2000; ++i) {  // 16 KiB lines: 9 segments
+  // 16 KiB lines, eight segments and a half of them: 9 segments.
+  const size_t per_segment = FramesPerSegment(16 << 10);
+  const int count = static_cast<int>(8 * per_segment + per_segment / 2);
+  for (int i = 0; i < count; ++i) {
     const std::string wire = Line(16 << 10, i);
     shares[i % kThreads].push_back(MakeEvent(arena.get(), "n", wire));
     chunks[i % kThreads].push_back(Chunk(wire));
@@ -690,6 +831,110 @@ TEST(WireArena, EventsMayBeReleasedFromManyThreads) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(arena->live_segments(), 1u);
+
+  // Each freed once, each range is free once: the next eight segments take
+  // the eight ranges, one each, and the file does not grow. A range freed
+  // twice would be two segments at once, the later overwriting the earlier.
+  const int fd = FrameOf(*MakeEvent(arena.get(), "n", "line\n")).fd;
+  std::vector<EventPtr> more;
+  std::vector<std::string> more_chunks;
+  for (int i = 0; arena->segments_made() < 17; ++i) {
+    ASSERT_LT(i, count + 2 * static_cast<int>(per_segment));
+    const std::string wire = Line(16 << 10, 5000 + i);
+    more.push_back(MakeEvent(arena.get(), "m", wire));
+    more_chunks.push_back(Chunk(wire));
+  }
+  EXPECT_EQ(arena->segments_made(), 17u);
+  std::set<uint64_t> ranges;
+  for (size_t i = 0; i < more.size(); ++i) {
+    const Event::Frame frame = FrameOf(*more[i]);
+    ranges.insert(frame.offset / kSegment);
+    ASSERT_EQ(ReadFile(frame.fd, frame.offset, frame.size), more_chunks[i])
+        << i;
+  }
+  EXPECT_EQ(ranges.size(), 9u);
+  EXPECT_EQ(arena->live_segments(), 9u);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 9 * kSegment);
+}
+
+// Proves that ranges freed on other threads while the arena makes segments
+// are used again safely: the allocating thread hands its events to
+// releasing threads, which check each one's bytes (in memory and in the
+// file) before they let it go. No range is taken while an event still lives
+// in it, and the file stays as large as the few segments alive at once
+// while many times more are made.
+TEST(WireArena, RangesFreedOnOtherThreadsAreUsedAgainSafely) {
+  constexpr int kReleasers = 3;
+  const size_t per_segment = FramesPerSegment(16 << 10);
+  const int count = static_cast<int>(30 * per_segment);
+  auto arena = NewArena();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<int, EventPtr>> queue;  // GUARDED_BY(mu)
+  bool done = false;                           // GUARDED_BY(mu)
+  std::atomic<int> released{0};
+  std::atomic<int> mismatches{0};
+  int fd = -1;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kReleasers; ++t) {
+    threads.emplace_back([&] {
+      while (true) {
+        std::pair<int, EventPtr> item;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done || !queue.empty(); });
+          if (queue.empty()) return;
+          item = std::move(queue.front());
+          queue.pop_front();
+        }
+        const std::string chunk = Chunk(Line(16 << 10, item.first));
+        Event::Frame frame;
+        if (!item.second->GetFrame(&frame) || FrameBytes(frame) != chunk) {
+          mismatches.fetch_add(1);
+        } else {
+          std::string file(frame.size, '\0');
+          if (pread(frame.fd, &file[0], frame.size,
+                    static_cast<off_t>(frame.offset)) !=
+                  static_cast<ssize_t>(frame.size) ||
+              file != chunk) {
+            mismatches.fetch_add(1);
+          }
+        }
+        item.second.reset();
+        released.fetch_add(1);
+      }
+    });
+  }
+  // At most a segment's worth of events alive: those queued, the latest
+  // made, span two segments; each releaser holds one more, maybe older.
+  for (int i = 0; i < count; ++i) {
+    while (i - released.load() >= static_cast<int>(per_segment)) {
+      std::this_thread::yield();
+    }
+    EventPtr e = MakeEvent(arena.get(), "n", Line(16 << 10, i));
+    if (i == 0) fd = FrameOf(*e).fd;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queue.emplace_back(i, std::move(e));
+    }
+    cv.notify_one();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(released.load(), count);
+  EXPECT_EQ(arena->live_segments(), 1u);
+  EXPECT_GE(arena->segments_made(), 30u);
+  // Two segments of the queue's, one per releaser, and the one being made.
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_LE(static_cast<size_t>(st.st_size), (3 + kReleasers) * kSegment);
 }
 
 // Proves that several threads may allocate at once (Allocate locks): every
@@ -807,7 +1052,56 @@ TEST(WireArena, APreviousStateStaysOnTheHeapAndIsWritable) {
   EXPECT_EQ(arena->live_segments(), 1u);
 }
 
-}  // namespace
+// Proves that a freed segment's range is used again, with new pages: bytes a
+// socket still holds from the old segment are not rewritten by the new one,
+// and the file grows no larger than the most segments alive at once.
+TEST(WireArena, AReusedRangeGetsNewPagesAndSentBytesKeepTheirs) {
+  int sockets[2];
+  ASSERT_TRUE(SocketPair(false, sockets)) << std::strerror(errno);
+  auto arena = NewArena();
+  std::vector<EventPtr> first_segment;
+  EventPtr next;  // the first event of segment 1, the current one after
+  for (int i = 0; !next; ++i) {
+    EventPtr e = MakeEvent(arena.get(), "n", Line(64 << 10, i));
+    if (SegmentOf(*e) == 0) {
+      first_segment.push_back(std::move(e));
+    } else {
+      next = std::move(e);
+    }
+  }
+  const Event::Frame sent_frame = FrameOf(*first_segment.front());
+  const std::string expected(FrameBytes(sent_frame));
+  off_t offset = static_cast<off_t>(sent_frame.offset);
+  ASSERT_EQ(sendfile(sockets[0], sent_frame.fd, &offset, sent_frame.size),
+            static_cast<ssize_t>(sent_frame.size))
+      << std::strerror(errno);
+  first_segment.clear();  // segment 0 is freed: its range is free again
+
+  // Fill segment 1; the segment after it takes segment 0's range.
+  std::vector<EventPtr> later{next};
+  for (int i = 1000; SegmentOf(*later.back()) == 1; ++i) {
+    later.push_back(MakeEvent(arena.get(), "m", Line(64 << 10, i)));
+  }
+  EXPECT_EQ(SegmentOf(*later.back()), 0u);
+  EXPECT_EQ(FrameOf(*later.back()).offset, sent_frame.offset);
+  EXPECT_EQ(arena->segments_made(), 3u);
+  struct stat st;
+  ASSERT_EQ(fstat(sent_frame.fd, &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 2 * kSegment);
+
+  // The socket still has the old segment's bytes, not the new ones.
+  EXPECT_EQ(ReadSocket(sockets[1], expected.size()), expected);
+  // The new segment's own bytes, in its mapping and in the file.
+  const Event::Frame reused = FrameOf(*later.back());
+  const std::string new_chunk =
+      Chunk(Line(64 << 10, 1000 + static_cast<int>(later.size()) - 2));
+  ASSERT_NE(new_chunk, expected);
+  EXPECT_EQ(FrameBytes(reused), new_chunk);
+  EXPECT_EQ(ReadFile(reused.fd, reused.offset, reused.size), new_chunk);
+  close(sockets[0]);
+  close(sockets[1]);
+}
+
 // Sending from the file does not update its access time: every sendfile
 // would otherwise write the inode (O_NOATIME).
 TEST(WireArena, TheFileIsOpenWithoutAccessTimes) {
@@ -820,4 +1114,5 @@ TEST(WireArena, TheFileIsOpenWithoutAccessTimes) {
   EXPECT_NE(flags & O_NOATIME, 0);
 }
 
+}  // namespace
 }  // namespace walwatch
