@@ -55,6 +55,12 @@ WORK=$(mktemp -d /tmp/ww-runbench.XXXXXX)
 trap 'rm -rf -- "$WORK"' EXIT
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+# What is measured is what is built now: the commit, and whether changes to
+# what is built (others edit tests meanwhile) were in the working tree.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if ! git diff --quiet HEAD -- cdc watchserver schema tests/bench CMakeLists.txt 2>/dev/null; then
+  commit+=" (with uncommitted changes in the working tree)"
+fi
 say "configuring and building in $BUILD_DIR ..."
 # shellcheck source=tests/bench/bench_lib.sh
 source tests/bench/bench_lib.sh
@@ -91,11 +97,6 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the report ---------------------------------------------------------------
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-# Only changes to what is built and measured count (others edit tests too).
-if ! git diff --quiet HEAD -- cdc watchserver schema tests/bench CMakeLists.txt 2>/dev/null; then
-  commit+=" (with uncommitted changes in the working tree)"
-fi
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 pg=$(/usr/lib/postgresql/15/bin/postgres --version 2>/dev/null | awk '{ print $3 }' || true)
