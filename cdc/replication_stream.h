@@ -48,6 +48,10 @@ struct ReplicationOptions {
   // silence: that walsender (seen busy in pg_stat_activity on a connection
   // of its own) is waited for, another timeout at a time.
   std::chrono::milliseconds receive_timeout{std::chrono::seconds(60)};
+  // Watchers are woken at most this often: what the server sends sooner
+  // after the last wake (a transaction, or a keepalive) waits for the
+  // interval to pass. 0: after every read from the server.
+  std::chrono::milliseconds wake_interval{0};
   // Backoff between reconnect attempts.
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10000};

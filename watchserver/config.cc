@@ -416,6 +416,22 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.bookmark_interval); }, false,
      true},
+    {"wake-interval", Group::kServing, "DURATION",
+     "Wake watchers at most this often: what PostgreSQL sends sooner after "
+     "the last wake waits for the interval to pass; 0 to 1s. Each wake "
+     "then sends more events in fewer writes, which costs walwatch, the "
+     "kernel and the clients less per event, for up to this much more "
+     "latency. 0: wake them after every read from PostgreSQL.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       std::chrono::milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d > std::chrono::seconds(1)) return "must be at most 1s";
+       c->wake_interval = d;
+       return "";
+     },
+     [](const Config& c) { return FormatDuration(c.wake_interval); }, false,
+     true},
     {"sendfile", Group::kServing, nullptr,
      "Keep the event log's lines in a memfd and send them to watchers with "
      "sendfile(2), so that every socket gets references to the same pages "

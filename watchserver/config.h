@@ -81,6 +81,9 @@ struct Config {
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
+  // Watchers are woken at most this often: 0 to 1s (0: after every read
+  // from PostgreSQL).
+  std::chrono::milliseconds wake_interval{0};
   // Events of the log are sent with sendfile(2) from a memfd (WireArena);
   // false: from the heap, copied into each socket.
   bool sendfile = true;

@@ -196,6 +196,31 @@ TEST_F(OperationsTest, SendfileAndCopyServeTheSameStream) {
   EXPECT_FALSE(MapsEventFile(copying->pid()));
 }
 
+// --wake-interval holds a wake that comes sooner than the interval after
+// the last one, and never loses it: a transaction committed right after
+// another was delivered arrives, a whole interval after it, even though
+// nothing else comes from the server to end the wait.
+TEST_F(OperationsTest, WakeIntervalHoldsAWakeAndNeverLosesIt) {
+  auto options = DefaultOptions();
+  options.extra_args = {"--wake-interval=1s"};
+  auto* ww = StartWalwatch(options);
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  InsertRow(db(), Pod("c1", "default", "wi-a"));
+  WatchEvent first, second;
+  ASSERT_TRUE(watch.NextEvent(&first, In(kEventWait)));
+  const auto first_at = std::chrono::steady_clock::now();
+  InsertRow(db(), Pod("c1", "default", "wi-b"));
+  ASSERT_TRUE(watch.NextEvent(&second, In(kEventWait)));
+  const auto gap = std::chrono::steady_clock::now() - first_at;
+  EXPECT_EQ(first.name(), "wi-a");
+  EXPECT_EQ(second.name(), "wi-b");
+  // Woken at most once a second: the second wake came a second after the
+  // first, less the time the first event took to reach this client.
+  EXPECT_GE(gap, std::chrono::milliseconds(900));
+}
+
 TEST_F(OperationsTest, WatchCliPrintsTheTableAndReports410) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);

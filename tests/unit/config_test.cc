@@ -77,7 +77,8 @@ TEST(Config, DefaultJson) {
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
-            "\"bookmark-interval\":\"1m\",\"sendfile\":true,"
+            "\"bookmark-interval\":\"1m\",\"wake-interval\":\"0s\","
+            "\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
@@ -458,6 +459,19 @@ TEST(Config, SendfileIsABooleanOnByDefault) {
       Parse({"--sendfile"}, {"WALWATCH_SENDFILE=false"}).config.sendfile);
   EXPECT_EQ(ErrorFor({"--sendfile=maybe"}),
             "invalid value \"maybe\" for --sendfile: expected true or false");
+}
+
+TEST(Config, WakeIntervalIsADurationUpToOneSecond) {
+  EXPECT_EQ(Parse({}).config.wake_interval, std::chrono::milliseconds(0));
+  EXPECT_EQ(Parse({"--wake-interval=5ms"}).config.wake_interval,
+            std::chrono::milliseconds(5));
+  EXPECT_EQ(Parse({}, {"WALWATCH_WAKE_INTERVAL=1s"}).config.wake_interval,
+            std::chrono::seconds(1));
+  EXPECT_EQ(ErrorFor({"--wake-interval=2s"}),
+            "invalid value \"2s\" for --wake-interval: must be at most 1s");
+  EXPECT_EQ(ErrorFor({"--wake-interval=soon"}),
+            "invalid value \"soon\" for --wake-interval: expected a duration "
+            "such as 30s, 500ms or 1h30m");
 }
 
 TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
