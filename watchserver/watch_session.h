@@ -357,7 +357,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // gathered from memory with the rest rather than sent with sendfile.
   static constexpr size_t kMinSendfileBytes = 4096;
   size_t next_piece_ = 0;  // the first not wholly written
-  std::vector<std::array<char, 2 * sizeof(size_t) + 2>> size_lines_;
+  using SizeLine = std::array<char, 2 * sizeof(size_t) + 2>;  // hex, CRLF
+  std::vector<SizeLine> size_lines_;
   // Cleared if the kernel refuses sendfile to this socket: the arena's
   // bytes then go from their mapping, like the rest.
   bool sendfile_ok_ = true;

@@ -579,38 +579,35 @@ void WatchSession::WriteEventsInFlight(bool live) {
   static constexpr char kCrlf[] = "\r\n";
   pieces_.clear();
   next_piece_ = 0;
-  size_t runs = 0;
-  bool in_run = false;
-  Event::Frame frame;
+  size_lines_.clear();
   in_flight_by_type_ = {};
   in_flight_live_commit_us_ = 0;
   bool live_seen = false;  // events are in commit order: the first counts
+  // A heap run's size-line piece, until its size is known: data null,
+  // offset the index of its line in size_lines_ (which may still grow, so
+  // pointers into it are taken at the end).
+  size_t run_head = 0;
+  size_t run_bytes = 0;
+  bool in_run = false;
+  auto end_run = [&] {
+    pieces_.push_back({kCrlf, 2, -1, 0});
+    SizeLine& line = size_lines_.emplace_back();
+    char* end = std::to_chars(line.data(), line.data() + 2 * sizeof(size_t),
+                              run_bytes, 16)
+                    .ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    pieces_[run_head] = {nullptr, static_cast<size_t>(end - line.data()), -1,
+                         size_lines_.size() - 1};
+    in_run = false;
+  };
+  Event::Frame frame;
   for (const EventPtr& event : events_in_flight_) {
-    const bool framed = event->GetFrame(&frame);
-    if (!framed && !in_run) ++runs;
-    in_run = !framed;
     ++in_flight_by_type_[static_cast<size_t>(event->type) % 3];
     if (live && !live_seen && event->commit_lsn > live_after_rv_) {
       live_seen = true;
       in_flight_live_commit_us_ = event->commit_time_us;
     }
-  }
-  size_lines_.resize(runs);  // before any pointer into it is taken
-  size_t run = 0;
-  size_t run_head = 0;  // the run's size-line piece
-  size_t run_bytes = 0;
-  in_run = false;
-  auto end_run = [&] {
-    pieces_.push_back({kCrlf, 2, -1, 0});
-    char* const line = size_lines_[run++].data();
-    char* end =
-        std::to_chars(line, line + 2 * sizeof(size_t), run_bytes, 16).ptr;
-    *end++ = '\r';
-    *end++ = '\n';
-    pieces_[run_head] = {line, static_cast<size_t>(end - line), -1, 0};
-    in_run = false;
-  };
-  for (const EventPtr& event : events_in_flight_) {
     if (event->GetFrame(&frame)) {
       if (in_run) end_run();
       WritePiece* last = pieces_.empty() ? nullptr : &pieces_.back();
@@ -637,9 +634,13 @@ void WatchSession::WriteEventsInFlight(bool live) {
   // A short run of the file (a watcher whose selector takes every few
   // events) is cheaper copied than spliced: gathered from the mapping with
   // its neighbours, many go in one sendmsg instead of a sendfile each.
-  if (pieces_.size() > 1) {
-    for (WritePiece& piece : pieces_) {
-      if (piece.size < kMinSendfileBytes) piece.fd = -1;
+  const bool several = pieces_.size() > 1;
+  for (WritePiece& piece : pieces_) {
+    if (piece.data == nullptr) {
+      piece.data = size_lines_[piece.offset].data();
+      piece.offset = 0;
+    } else if (several && piece.size < kMinSendfileBytes) {
+      piece.fd = -1;
     }
   }
   last_rv_ = std::max(last_rv_, events_in_flight_.back()->rv);
@@ -768,7 +769,7 @@ void WatchSession::ReleaseWriteBuffers() {
     std::vector<WritePiece>().swap(pieces_);
   }
   if (size_lines_.capacity() > kKeptWriteCapacity) {
-    std::vector<std::array<char, 2 * sizeof(size_t) + 2>>().swap(size_lines_);
+    std::vector<SizeLine>().swap(size_lines_);
   }
 }
 

@@ -196,20 +196,27 @@ struct Stats {
   int64_t behind_ns_max = 0;
 };
 
+// One write(2)-like call that returned `n`, counted: kSome if it wrote,
+// kRetry after EINTR, kFull (counted too) when the socket is full. Any
+// other error ends the program.
+enum class Wrote { kSome, kRetry, kFull };
+Wrote Check(ssize_t n, const char* call, Stats& stats) {
+  ++stats.writes;
+  if (n >= 0) return Wrote::kSome;
+  if (errno == EINTR) return Wrote::kRetry;
+  if (errno != EAGAIN) Die(std::string(call) + ": " + std::strerror(errno));
+  ++stats.partial_writes;
+  return Wrote::kFull;
+}
+
 // --sendfile: sends as much of the file as the watcher's socket takes.
 void FlushFile(Watcher& w, const EventFile& file, Stats& stats) {
   while (w.sent < file.end) {
     ssize_t n = sendfile(w.fd, file.fd, &w.sent,
                          static_cast<size_t>(file.end - w.sent));
-    ++stats.writes;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        ++stats.partial_writes;
-        return;
-      }
-      Die(std::string("sendfile: ") + std::strerror(errno));
-    }
+    const Wrote wrote = Check(n, "sendfile", stats);
+    if (wrote == Wrote::kRetry) continue;
+    if (wrote == Wrote::kFull) return;
     if (w.sent < file.end) {
       ++stats.partial_writes;
       return;  // the socket is full
@@ -229,15 +236,9 @@ void Flush(Watcher& w, Stats& stats) {
       iov[count++] = {const_cast<char*>(c->data()) + skip, c->size() - skip};
     }
     ssize_t n = writev(w.fd, iov, static_cast<int>(count));
-    ++stats.writes;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        ++stats.partial_writes;
-        return;
-      }
-      Die(std::string("writev: ") + std::strerror(errno));
-    }
+    const Wrote wrote = Check(n, "writev", stats);
+    if (wrote == Wrote::kRetry) continue;
+    if (wrote == Wrote::kFull) return;
     size_t done = static_cast<size_t>(n);
     while (done > 0) {
       size_t left = w.queue.front()->size() - w.offset;
@@ -270,6 +271,13 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
   auto pending = [&](const Watcher* w) {
     return o.sendfile ? w->sent < file.end : !w->queue.empty();
   };
+  auto flush = [&](Watcher* w) {
+    if (o.sendfile) {
+      FlushFile(*w, file, *stats);
+    } else {
+      Flush(*w, *stats);
+    }
+  };
   uint64_t next = 1;
   int64_t last_wake = 0;
   while (next <= total) {
@@ -294,13 +302,10 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
         Die(std::string("pwrite: ") + std::strerror(errno));
       }
       file.end += static_cast<off_t>(chunk->size());
-      for (Watcher* w : watchers) FlushFile(*w, file, *stats);
     } else {
-      for (Watcher* w : watchers) {
-        w->queue.push_back(chunk);
-        Flush(*w, *stats);
-      }
+      for (Watcher* w : watchers) w->queue.push_back(chunk);
     }
+    for (Watcher* w : watchers) flush(w);
     stats->deliveries += (last - next + 1) * watchers.size();
     next = last + 1;
   }
@@ -323,12 +328,7 @@ void Serve(const Options& o, std::vector<Watcher*> watchers, int64_t t0_ns,
     }
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents & (POLLERR | POLLHUP)) Die("a watcher went away");
-      if (!(fds[i].revents & POLLOUT)) continue;
-      if (o.sendfile) {
-        FlushFile(*waiting[i], file, *stats);
-      } else {
-        Flush(*waiting[i], *stats);
-      }
+      if (fds[i].revents & POLLOUT) flush(waiting[i]);
     }
   }
 }

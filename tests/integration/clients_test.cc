@@ -177,32 +177,37 @@ TEST_F(ClientsTest, WalwatchSlotsListsAndDropsInactiveSlots) {
     args.insert(args.begin(), {WALWATCH_BINARY, "slots"});
     return RunCommand(args, std::chrono::seconds(30));
   };
+  auto drop = [&](bool dry_run) {
+    std::vector<std::string> args = {"drop", "--inactive-for", "0s",
+                                     "--conninfo", Conninfo(), "--prefix",
+                                     prefix};
+    if (dry_run) args.push_back("--dry-run");
+    return run(args);
+  };
+  auto slots_named = [&] {
+    return db().QueryValue(
+        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
+        slot + "'");
+  };
   CommandResult list =
       run({"list", "--conninfo", Conninfo(), "--prefix", prefix});
   EXPECT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find(slot), std::string::npos) << list.output;
 
-  CommandResult dry = run({"drop", "--inactive-for", "0s", "--dry-run",
-                           "--conninfo", Conninfo(), "--prefix", prefix});
+  CommandResult dry = drop(/*dry_run=*/true);
   EXPECT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_NE(dry.output.find("would drop " + slot), std::string::npos)
       << dry.output;
-  EXPECT_EQ(db().QueryValue("SELECT count(*) FROM pg_replication_slots "
-                            "WHERE slot_name = '" + slot + "'"),
-            "1");
+  EXPECT_EQ(slots_named(), "1");
 
-  CommandResult drop = run({"drop", "--inactive-for", "0s", "--conninfo",
-                            Conninfo(), "--prefix", prefix});
-  EXPECT_EQ(drop.exit_code, 0) << drop.output;
-  EXPECT_NE(drop.output.find("dropped " + slot), std::string::npos)
-      << drop.output;
-  EXPECT_EQ(db().QueryValue("SELECT count(*) FROM pg_replication_slots "
-                            "WHERE slot_name = '" + slot + "'"),
-            "0");
+  CommandResult dropped = drop(/*dry_run=*/false);
+  EXPECT_EQ(dropped.exit_code, 0) << dropped.output;
+  EXPECT_NE(dropped.output.find("dropped " + slot), std::string::npos)
+      << dropped.output;
+  EXPECT_EQ(slots_named(), "0");
 
   // Nothing left: the dry run says so too, rather than print nothing.
-  CommandResult none = run({"drop", "--inactive-for", "0s", "--dry-run",
-                            "--conninfo", Conninfo(), "--prefix", prefix});
+  CommandResult none = drop(/*dry_run=*/true);
   EXPECT_EQ(none.exit_code, 0) << none.output;
   EXPECT_NE(none.output.find("no inactive slot with prefix"), std::string::npos)
       << none.output;

@@ -195,6 +195,14 @@ class FaultTest : public ::testing::Test {
     o.log_level = "info";
     return o;
   }
+  // Options() with the Prometheus listener on a free loopback port, which
+  // *metrics_port receives.
+  WalwatchOptions OptionsWithMetrics(int* metrics_port) {
+    *metrics_port = FreeTcpPort();
+    WalwatchOptions o = Options();
+    o.metrics_address = "127.0.0.1:" + std::to_string(*metrics_port);
+    return o;
+  }
 
   // Starts walwatch and waits until /readyz says 200.
   WalwatchProcess* Launch(WalwatchOptions options) {
@@ -493,9 +501,8 @@ class PgRestartTest : public FaultTest,
 TEST_P(PgRestartTest, StreamsStayOpenAndEveryEventArrivesOnce) {
   const std::string mode = GetParam();
   StartCluster();
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers =
@@ -551,11 +558,10 @@ INSTANTIATE_TEST_SUITE_P(Modes, PgRestartTest,
 TEST_F(FaultTest, ProxiedConnectionsCutAbruptly) {
   StartCluster();
   proxy_ = std::make_unique<TcpProxy>(cluster_->SocketPath());
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   o.conninfo = "host=127.0.0.1 port=" + std::to_string(proxy_->port()) +
                " dbname=" + kDb + " user=postgres";
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers =
@@ -926,9 +932,8 @@ TEST_F(SlotLostTest, SigtermWhileTheSlotIsBeingRecreatedStopsPromptly) {
 
 TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
   StartCluster(SmallWalOptions());
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers =
@@ -969,9 +974,8 @@ TEST_F(SlotLostTest, InvalidatedWhileWalwatchPausedGives410AndRecreates) {
 
 TEST_F(SlotLostTest, DroppedWhileWalwatchPausedGives410AndRecreates) {
   StartCluster();
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers =
@@ -1004,9 +1008,8 @@ TEST_F(SlotLostTest, DroppedWhileWalwatchPausedGives410AndRecreates) {
 // every watcher must get a 410 rather than silently miss them.
 TEST_F(SlotLostTest, AdvancedByAnotherWhileWalwatchPausedGives410) {
   StartCluster();
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers =
@@ -1051,9 +1054,8 @@ TEST_F(SlotLostTest, AdvancedByAnotherWhileWalwatchPausedGives410) {
 
 TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
   StartCluster(SmallWalOptions());
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto watchers = StartWatchers(*ww, Marker(), FaultWatcher::Policy::kResume);
@@ -1478,9 +1480,8 @@ TEST_F(FaultTest, StartupWaitsForAServerThatIsDown) {
 // the last status read: the slot may be invalidated meanwhile.
 TEST_F(FaultTest, SlotStatusIsUnknownWhileTheServerIsDown) {
   StartCluster();
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   auto status_is = [&](const std::string& status, seconds timeout) {
@@ -1641,10 +1642,9 @@ TEST_P(HugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
   FaultCluster::Options c;
   c.settings = {"wal_sender_timeout = 10s"};
   StartCluster(c);
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   o.max_log_bytes = "64Mi";
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
   const pid_t pid = ww->pid();
@@ -1750,9 +1750,8 @@ INSTANTIATE_TEST_SUITE_P(Table, HugeTransactionTest, ::testing::Bool(),
 
 TEST_F(FaultTest, SigtermEndsStreamsSendsLastStatusAndExitsZero) {
   StartCluster();
-  int metrics_port = FreeTcpPort();
-  auto o = Options();
-  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   // Confirm everything received, so the last status update is visible in
   // confirmed_flush_lsn (with the default window it stays at the window's
   // start, which the restart test checks).
