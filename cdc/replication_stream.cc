@@ -631,9 +631,11 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       if (!open_) log_->BeginBatch();
       open_ = true;
     }
-    void End() {
-      if (open_) log_->EndBatch();
+    // Returns how many watches the batch concerned (EventLog::EndBatch).
+    size_t End() {
+      size_t woken = open_ ? log_->EndBatch() : 0;
       open_ = false;
+      return woken;
     }
     bool open() const { return open_; }
 
@@ -641,12 +643,14 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     EventLog* const log_;
     bool open_ = false;
   };
-  // Watchers are woken at most once per wake_interval (what comes later
-  // than that after the last wake, at once): each wake then sends more
-  // events in fewer, larger writes, which costs walwatch, the kernel and
-  // the clients less per event.
+  // After a wake, the next one waits for the hold (see wake_interval).
   Batch batch(log);
   Clock::time_point last_wake;
+  Clock::duration hold{0};
+  auto woke = [&](size_t watchers) {
+    last_wake = Clock::now();
+    hold = opt.WakeHold(watchers);
+  };
   for (;;) {
     batch.Begin();
     int handled = 0;
@@ -660,9 +664,8 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
         if (++handled % kWakeEvery == 0) {
-          log->EndBatch();
+          woke(log->EndBatch());
           log->BeginBatch();
-          last_wake = Clock::now();
         }
         // A large transaction arrives as a long run of messages: keep
         // reporting status while it does.
@@ -694,13 +697,10 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     // Wake the watchers now, not after the wait below: the events of this
     // read would otherwise wait for the next message (up to a status
     // interval, 1 s, when the table goes quiet). Unless the last wake was
-    // less than wake_interval ago: then the wait below ends when it has
-    // passed, and the watchers are woken with whatever came meanwhile.
-    const Clock::time_point wake_due = last_wake + opt.wake_interval;
-    if (Clock::now() >= wake_due) {
-      batch.End();
-      last_wake = Clock::now();
-    }
+    // less than the hold ago: then the wait below ends when it has passed,
+    // and the watchers are woken with whatever came meanwhile.
+    const Clock::time_point wake_due = last_wake + hold;
+    if (Clock::now() >= wake_due) woke(batch.End());
     if (stop.raised()) return StreamEnd::kStopped;
     if (keepalive_wanted.exchange(false) && !SendStatus(true, error)) {
       return StreamEnd::kError;
@@ -742,23 +742,24 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       if (!SendStatus(true, error)) return StreamEnd::kError;
       now = Clock::now();
     }
-    int timeout_ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(next_status - now)
-            .count()) + 1;
+    // Until the next status update or, with a wake held, until the hold
+    // ends (to the microsecond: a hold may be a few of them).
+    Clock::duration timeout = std::max<Clock::duration>(
+        next_status - now + std::chrono::milliseconds(1), Clock::duration{0});
     if (batch.open()) {
-      // The held wake: a deadline of its own, rounded up to the next
-      // millisecond (poll's unit).
-      const auto until_wake =
-          std::chrono::ceil<std::chrono::milliseconds>(wake_due - now);
-      timeout_ms = std::clamp(static_cast<int>(until_wake.count()), 0,
-                              timeout_ms);
+      timeout = std::clamp<Clock::duration>(wake_due - now, Clock::duration{0},
+                                            timeout);
     }
+    const auto timeout_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count();
+    const timespec ts{static_cast<time_t>(timeout_ns / 1000000000),
+                      static_cast<long>(timeout_ns % 1000000000)};
     pollfd fds[3] = {{PQsocket(conn), POLLIN, 0},
                      {wake_fd, POLLIN, 0},
                      {stop.fd(), POLLIN, 0}};
-    int r = poll(fds, 3, timeout_ms);
+    int r = ppoll(fds, 3, &ts, nullptr);
     if (r < 0 && errno != EINTR) {
-      *error = std::string("poll: ") + std::strerror(errno);
+      *error = std::string("ppoll: ") + std::strerror(errno);
       return StreamEnd::kError;
     }
     if (stop.raised()) return StreamEnd::kStopped;

@@ -48,10 +48,31 @@ struct ReplicationOptions {
   // silence: that walsender (seen busy in pg_stat_activity on a connection
   // of its own) is waited for, another timeout at a time.
   std::chrono::milliseconds receive_timeout{std::chrono::seconds(60)};
-  // Watchers are woken at most this often: what the server sends sooner
-  // after the last wake (a transaction, or a keepalive) waits for the
-  // interval to pass. 0: after every read from the server.
+  // After a wake, watchers are not woken again for a while (the hold): what
+  // the server sends meanwhile (a transaction, or a keepalive) waits for the
+  // hold to pass, and the next wake takes it all, so that each watcher gets
+  // more events in fewer, larger writes. Fan-out costs walwatch, the kernel
+  // and the clients mostly per write, little per byte (BENCHMARKS.md,
+  // 2026-12-03). What comes after a quiet spell longer than the hold is
+  // woken for at once. See WakeHold.
   std::chrono::milliseconds wake_interval{0};
+  bool wake_interval_auto = false;
+  static constexpr std::chrono::microseconds kAutoWakeHoldPerWatcher{10};
+  // The hold after a wake that concerned `watchers` watches (those of the
+  // resources it changed, EventLog::EndBatch). Without wake_interval_auto,
+  // wake_interval whatever the wake (0: none, wake after every read from the
+  // server). With it, kAutoWakeHoldPerWatcher for each such watch, at most
+  // wake_interval: one watcher is woken at once, as without a hold; 1,000
+  // watchers of one resource at most every 10 ms, so that fanning out to
+  // them (~4 us per write) takes at most ~40 % of the serving thread.
+  std::chrono::microseconds WakeHold(size_t watchers) const {
+    const std::chrono::microseconds most = wake_interval;
+    if (!wake_interval_auto) return most;
+    if (watchers >= static_cast<size_t>(most / kAutoWakeHoldPerWatcher)) {
+      return most;
+    }
+    return kAutoWakeHoldPerWatcher * static_cast<int64_t>(watchers);
+  }
   // Backoff between reconnect attempts.
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{10000};

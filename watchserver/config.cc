@@ -416,22 +416,37 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.bookmark_interval); }, false,
      true},
-    {"wake-interval", Group::kServing, "DURATION",
-     "Wake watchers at most this often: what PostgreSQL sends sooner after "
-     "the last wake waits for the interval to pass; 0 to 1s. Each wake "
-     "then sends more events in fewer writes, which costs walwatch, the "
-     "kernel and the clients less per event, for up to this much more "
-     "latency. 0: wake them after every read from PostgreSQL.",
+    {"wake-interval", Group::kServing, "auto|DURATION",
+     "How long after waking watchers walwatch waits before waking them "
+     "again: what PostgreSQL sends meanwhile goes out with the next wake, "
+     "so each watcher gets more events in fewer writes, which costs "
+     "walwatch, the kernel and the clients less per event, for up to this "
+     "much more latency. What comes after a quiet spell goes at once. "
+     "auto: 10us for each watch of the resources the last wake changed, "
+     "at most 10ms (one watcher: no wait; 1,000: 10ms). A duration, 0 to "
+     "1s: that long after every wake (0: wake them after every read from "
+     "PostgreSQL).",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
+       if (t == "auto") {
+         c->wake_interval = std::chrono::milliseconds(10);
+         c->wake_interval_auto = true;
+         return "";
+       }
        std::chrono::milliseconds d;
-       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (!ParseDuration(t, &d)) {
+         return "expected auto or a duration such as 5ms";
+       }
        if (d > std::chrono::seconds(1)) return "must be at most 1s";
        c->wake_interval = d;
+       c->wake_interval_auto = false;
        return "";
      },
-     [](const Config& c) { return FormatDuration(c.wake_interval); }, false,
-     true},
+     [](const Config& c) {
+       return c.wake_interval_auto ? std::string("auto")
+                                   : FormatDuration(c.wake_interval);
+     },
+     false, true},
     {"sendfile", Group::kServing, nullptr,
      "Keep the event log's lines in a memfd and send them to watchers with "
      "sendfile(2), so that every socket gets references to the same pages "

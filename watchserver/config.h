@@ -81,9 +81,11 @@ struct Config {
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
-  // Watchers are woken at most this often: 0 to 1s (0: after every read
-  // from PostgreSQL).
-  std::chrono::milliseconds wake_interval{0};
+  // How long a wake of watchers holds the next (ReplicationOptions::
+  // wake_interval): "auto" (wake_interval_auto: 10 us per watcher woken,
+  // at most wake_interval, 10ms) or a fixed 0 to 1s (0: no hold).
+  std::chrono::milliseconds wake_interval{10};
+  bool wake_interval_auto = true;
   // Events of the log are sent with sendfile(2) from a memfd (WireArena);
   // false: from the heap, copied into each socket.
   bool sendfile = true;

@@ -338,20 +338,50 @@ void EventLog::BeginBatch() {
   batching_ = true;
 }
 
-void EventLog::EndBatch() {
+size_t EventLog::EndBatch() {
   std::vector<std::function<void()>> wake;
+  size_t watchers = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batching_ = false;
-    wake = TakeWaitersLocked();
+    wake = TakeWaitersLocked(&watchers);
     TakeRvWaitersLocked(&wake);
   }
   for (auto& w : wake) w();
+  return watchers;
 }
 
-std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
+void EventLog::AddWatcher(const std::string& resource_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++watchers_of_[resource_key];
+  ++watchers_;
+}
+
+void EventLog::RemoveWatcher(const std::string& resource_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watchers_of_.find(resource_key);
+  if (it == watchers_of_.end()) return;
+  --watchers_;
+  if (--it->second == 0) watchers_of_.erase(it);
+}
+
+std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
+    size_t* watchers) {
   std::vector<std::function<void()>> wake;
   if (batching_) return wake;
+  // The batch's events become readable together, as their waiters wake.
+  readable_end_ = first_seq_ + events_.size();
+  if (watchers != nullptr) {
+    *watchers = 0;
+    if (wake_all_keyed_) {
+      *watchers = watchers_;
+    } else {
+      for (const std::string& key : appended_keys_) {
+        auto it = watchers_of_.find(key);
+        if (it != watchers_of_.end()) *watchers += it->second;
+      }
+    }
+  }
   // The lists of the keys appended to (usually one), to size `wake` exactly:
   // reserving for every keyed waiter would allocate for all watchers on
   // each commit, though most commits wake few of them.
@@ -424,7 +454,7 @@ void EventLog::WaitForAppendOf(uint64_t seq, const std::string& resource_key,
   std::vector<KeyedWaiter> dropped;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (seq >= first_seq_ + events_.size() && seq >= first_seq_) {
+    if (seq >= readable_end_ && seq >= first_seq_) {
       keyed_waiters_[resource_key].push_back(
           KeyedWaiter{std::move(owner), std::move(wake)});
       ++keyed_waiter_count_;
@@ -497,8 +527,8 @@ EventLog::WatchRead EventLog::ReadForWatch(uint64_t seq,
 EventLog::ReadStatus EventLog::ReadLocked(uint64_t seq, size_t max_events,
                                           std::vector<EventPtr>* out) const {
   if (seq < first_seq_) return ReadStatus::kExpired;
-  uint64_t tail = first_seq_ + events_.size();
-  uint64_t end = std::min<uint64_t>(tail, seq + max_events);
+  // readable_end_ <= the tail: a barrier moves first_seq_ past both.
+  uint64_t end = std::min<uint64_t>(readable_end_, seq + max_events);
   for (uint64_t s = seq; s < end; ++s) {
     out->push_back(events_[s - first_seq_]);
   }
@@ -508,7 +538,7 @@ EventLog::ReadStatus EventLog::ReadLocked(uint64_t seq, size_t max_events,
 void EventLog::WaitForAppend(uint64_t seq, std::function<void()> wake) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (seq >= first_seq_ + events_.size() && seq >= first_seq_) {
+    if (seq >= readable_end_ && seq >= first_seq_) {
       waiters_.emplace_back(seq, std::move(wake));
       return;
     }
@@ -551,7 +581,7 @@ EventLog::Stats EventLog::GetStats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {events_.size(), bytes_,
           events_.empty() ? floor_rv_ : events_.front()->rv,
-          evicted_transactions_, barriers_};
+          evicted_transactions_, barriers_, watchers_};
 }
 
 }  // namespace walwatch

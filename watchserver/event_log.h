@@ -57,11 +57,16 @@ class EventLog {
                                  std::vector<EventPtr> events);
 
   // Replication thread only. Between BeginBatch and EndBatch, appends and RV
-  // advances wake nobody; EndBatch wakes every waiter they would have. The
-  // replication thread batches what one read from the socket delivered, so a
-  // burst of small transactions wakes each watcher once, not once each.
+  // advances wake nobody, and the events appended are not yet readable
+  // (Read, ReadForWatch); EndBatch makes them readable and wakes every
+  // waiter they would have. The replication thread batches what one read
+  // from the socket delivered, so a burst of small transactions wakes each
+  // watcher once, not once each; and a watcher that is awake anyway (a
+  // write just ended) takes the batch whole too, not a piece of it.
+  // EndBatch returns how many watches (AddWatcher) the batch concerned:
+  // those of the resources it appended to, every one after a barrier.
   void BeginBatch();
-  void EndBatch();
+  size_t EndBatch();
 
   // Replication thread only. Records that a transaction at `commit_lsn` made
   // changes the log cannot represent as events (TRUNCATE, or a transaction
@@ -102,13 +107,15 @@ class EventLog {
   SeekResult Seek(uint64_t rv) const;
 
   enum class ReadStatus { kOk, kExpired };
-  // Appends to `out` up to `max_events` events starting at `seq`. kExpired if
-  // `seq` was evicted. Reading at tail_seq() returns kOk with nothing added.
+  // Appends to `out` up to `max_events` readable events (see BeginBatch)
+  // starting at `seq`. kExpired if `seq` was evicted. Reading at tail_seq()
+  // returns kOk with nothing added.
   ReadStatus Read(uint64_t seq, size_t max_events,
                   std::vector<EventPtr>* out) const;
 
   // Calls `wake` once, from the appending thread and outside the lock, as
-  // soon as tail_seq() > seq or a barrier is appended. If that is already so,
+  // soon as an event at or after `seq` is readable (tail_seq() > seq outside
+  // a batch) or a barrier is appended. If that is already so,
   // `wake` is called before WaitForAppend returns. `wake` must be cheap (post
   // to a strand) and must not call back into the log synchronously.
   void WaitForAppend(uint64_t seq, std::function<void()> wake);
@@ -135,6 +142,12 @@ class EventLog {
   // was evicted since), else `seq` itself.
   uint64_t SkipOtherResources(uint64_t seq,
                               const std::string& resource_key) const;
+
+  // The watches of each resource, counted from when they start streaming
+  // (AddWatcher) to when they end (RemoveWatcher, once per AddWatcher):
+  // EndBatch reports how many watch what the batch appended to.
+  void AddWatcher(const std::string& resource_key);
+  void RemoveWatcher(const std::string& resource_key);
 
   // What a watch of `resource_key` with its cursor at `seq` does on each
   // turn, under one lock: SkipOtherResources, then Read of up to
@@ -207,6 +220,7 @@ class EventLog {
     uint64_t oldest_rv;  // rv of the oldest retained event, or floor_rv
     uint64_t evicted_transactions;
     uint64_t barriers;
+    size_t watchers;  // AddWatcher's, less RemoveWatcher's
   };
   Stats GetStats() const;
 
@@ -235,7 +249,9 @@ class EventLog {
   void IndexAppendLocked(const Event& event, uint64_t seq);
   // Moves out the waiters whose owner is gone, to be destroyed unlocked.
   void DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped);
-  std::vector<std::function<void()>> TakeWaitersLocked();
+  // Also sets *watchers (if given) to the watches of the appended keys.
+  std::vector<std::function<void()>> TakeWaitersLocked(
+      size_t* watchers = nullptr);
   void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake);
 
   const size_t max_bytes_;
@@ -248,6 +264,9 @@ class EventLog {
   uint64_t evicted_transactions_ = 0; // GUARDED_BY(mu_)
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
   bool batching_ = false;             // GUARDED_BY(mu_)
+  // Events below it are readable; the batch's above it are not yet. At
+  // most the tail; below first_seq_ after a barrier in a batch.
+  uint64_t readable_end_ = 0;         // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
   // By resource key; woken by TakeWaitersLocked for the keys in
   // appended_keys_, all of them after a barrier.
@@ -259,6 +278,9 @@ class EventLog {
   // TakeWaitersLocked's scratch, kept to spare an allocation per commit.
   std::vector<std::vector<KeyedWaiter>*> wake_lists_;  // GUARDED_BY(mu_)
   bool wake_all_keyed_ = false;                   // GUARDED_BY(mu_)
+  // AddWatcher's counts, by resource key, and their sum.
+  std::unordered_map<std::string, size_t> watchers_of_;  // GUARDED_BY(mu_)
+  size_t watchers_ = 0;                                   // GUARDED_BY(mu_)
   // The last seq each resource key ever had (never forgotten on eviction),
   // and one past the seq of the last barrier.
   std::unordered_map<std::string, uint64_t> last_seq_of_;  // GUARDED_BY(mu_)

@@ -239,6 +239,7 @@ int Main(int argc, char** argv) {
   repl_options.replay_window_bytes = config.replay_window_bytes;
   repl_options.events_in_arena = config.sendfile;
   repl_options.wake_interval = config.wake_interval;
+  repl_options.wake_interval_auto = config.wake_interval_auto;
   if (std::string e = LoadMapping(config, &repl_options.mapping); !e.empty()) {
     return Fatal(e);
   }

@@ -198,6 +198,10 @@ void WatchSession::Close() {
     context_->log.CancelWaitForRv(rv_wait_id_);
     rv_wait_id_ = 0;
   }
+  if (log_watcher_) {
+    log_watcher_ = false;
+    context_->log.RemoveWatcher(resource_key_);
+  }
   if (watch_counted_) {
     watch_counted_ = false;
     if (Metrics* metrics = context_->options.metrics) {

@@ -392,6 +392,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Metrics: a stream counts from its header until Close().
   bool watch_counted_ = false;
+  // Counted in the log's watchers of resource_key_ (EventLog::AddWatcher)
+  // from the stream's header until Close().
+  bool log_watcher_ = false;
   std::optional<WatchEndReason> end_reason_;
 };
 

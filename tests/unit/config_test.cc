@@ -77,7 +77,7 @@ TEST(Config, DefaultJson) {
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
-            "\"bookmark-interval\":\"1m\",\"wake-interval\":\"0s\","
+            "\"bookmark-interval\":\"1m\",\"wake-interval\":\"auto\","
             "\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
@@ -461,17 +461,29 @@ TEST(Config, SendfileIsABooleanOnByDefault) {
             "invalid value \"maybe\" for --sendfile: expected true or false");
 }
 
-TEST(Config, WakeIntervalIsADurationUpToOneSecond) {
-  EXPECT_EQ(Parse({}).config.wake_interval, std::chrono::milliseconds(0));
-  EXPECT_EQ(Parse({"--wake-interval=5ms"}).config.wake_interval,
-            std::chrono::milliseconds(5));
+TEST(Config, WakeIntervalIsAutoOrADurationUpToOneSecond) {
+  // The default: a hold that grows with the wake, at most 10ms.
+  EXPECT_TRUE(Parse({}).config.wake_interval_auto);
+  EXPECT_EQ(Parse({}).config.wake_interval, std::chrono::milliseconds(10));
+  const Config fixed = Parse({"--wake-interval=5ms"}).config;
+  EXPECT_FALSE(fixed.wake_interval_auto);
+  EXPECT_EQ(fixed.wake_interval, std::chrono::milliseconds(5));
+  const Config off = Parse({"--wake-interval=0"}).config;
+  EXPECT_FALSE(off.wake_interval_auto);
+  EXPECT_EQ(off.wake_interval, std::chrono::milliseconds(0));
   EXPECT_EQ(Parse({}, {"WALWATCH_WAKE_INTERVAL=1s"}).config.wake_interval,
             std::chrono::seconds(1));
+  // The flag beats the environment, whichever form either takes.
+  const Config back = Parse({"--wake-interval=auto"},
+                            {"WALWATCH_WAKE_INTERVAL=1s"})
+                          .config;
+  EXPECT_TRUE(back.wake_interval_auto);
+  EXPECT_EQ(back.wake_interval, std::chrono::milliseconds(10));
   EXPECT_EQ(ErrorFor({"--wake-interval=2s"}),
             "invalid value \"2s\" for --wake-interval: must be at most 1s");
   EXPECT_EQ(ErrorFor({"--wake-interval=soon"}),
-            "invalid value \"soon\" for --wake-interval: expected a duration "
-            "such as 30s, 500ms or 1h30m");
+            "invalid value \"soon\" for --wake-interval: expected auto or a "
+            "duration such as 5ms");
 }
 
 TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {

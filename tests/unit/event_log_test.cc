@@ -372,6 +372,98 @@ TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
   EXPECT_EQ(woken, 2);
 }
 
+TEST(EventLog, ABatchBecomesReadableWholeAtEndBatch) {
+  EventLog log(kBig, 10);
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  auto owner = std::make_shared<int>(0);
+  log.AppendTransaction(20, OneOf("pods", 20, 10));  // seq 0
+  log.BeginBatch();
+  log.AppendTransaction(30, OneOf("pods", 30, 20));  // seq 1
+  log.AppendTransaction(40, OneOf("pods", 40, 30));  // seq 2
+  EXPECT_EQ(log.tail_seq(), 3u);
+  EXPECT_EQ(log.current_rv(), 40u);
+  // A watcher awake mid-batch (its write just ended) reads up to the batch
+  // and no further...
+  std::vector<EventPtr> out;
+  EXPECT_EQ(log.Read(0, 10, &out), EventLog::ReadStatus::kOk);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->rv, 20u);
+  out.clear();
+  EventLog::WatchRead read = log.ReadForWatch(1, pods, 10, &out);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(read.seq, 1u);
+  // ...and where it stops is where it waits, woken when the batch ends.
+  int woken = 0;
+  log.WaitForAppendOf(1, pods, owner, [&] { ++woken; });
+  log.WaitForAppend(1, [&] { ++woken; });
+  EXPECT_EQ(woken, 0);
+  // Bookmarks mid-batch never claim the unreadable events.
+  EXPECT_EQ(log.ResumeRvAt(1), 20u);
+  log.EndBatch();
+  EXPECT_EQ(woken, 2);
+  out.clear();
+  EXPECT_EQ(log.Read(1, 10, &out), EventLog::ReadStatus::kOk);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]->rv, 30u);
+  EXPECT_EQ(out[1]->rv, 40u);
+
+  // A barrier in a batch ends cursors behind it at once; at the tail they
+  // wait for the batch's end.
+  log.BeginBatch();
+  log.AppendTransaction(50, OneOf("pods", 50, 40));  // seq 3
+  log.AppendBarrier(60);                             // seq 4, gone at once
+  log.AppendTransaction(70, OneOf("pods", 70, 60));  // seq 5
+  out.clear();
+  EXPECT_EQ(log.Read(3, 10, &out), EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(log.Read(5, 10, &out), EventLog::ReadStatus::kOk);
+  EXPECT_TRUE(out.empty());
+  log.WaitForAppendOf(5, pods, owner, [&] { ++woken; });
+  EXPECT_EQ(woken, 2);
+  log.EndBatch();
+  EXPECT_EQ(woken, 3);
+  EXPECT_EQ(log.Read(5, 10, &out), EventLog::ReadStatus::kOk);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->rv, 70u);
+}
+
+// EndBatch reports the watches of the resources the batch appended to
+// (the replication loop's wake hold grows with them).
+TEST(EventLog, EndBatchCountsTheWatchesOfWhatItAppended) {
+  EventLog log(kBig, 10);
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  const std::string nodes = EventLog::ResourceKey("g", "v1", "nodes");
+  for (int i = 0; i < 3; ++i) log.AddWatcher(pods);
+  log.AddWatcher(nodes);
+  log.BeginBatch();
+  EXPECT_EQ(log.EndBatch(), 0u);  // nothing appended
+  log.BeginBatch();
+  log.AppendTransaction(20, OneOf("pods", 20, 10));
+  log.AppendTransaction(30, OneOf("pods", 30, 20));
+  EXPECT_EQ(log.EndBatch(), 3u);  // each watch once, however many events
+  log.BeginBatch();
+  log.AppendTransaction(40, OneOf("pods", 40, 30));
+  log.AppendTransaction(50, OneOf("nodes", 50, 40));
+  log.AppendTransaction(60, OneOf("services", 60, 50));  // watched by none
+  EXPECT_EQ(log.EndBatch(), 4u);
+  log.RemoveWatcher(pods);
+  // Removing a watch never added changes nothing.
+  log.RemoveWatcher(EventLog::ResourceKey("g", "v1", "services"));
+  log.BeginBatch();
+  log.AppendTransaction(70, OneOf("pods", 70, 60));
+  EXPECT_EQ(log.EndBatch(), 2u);
+  // A barrier concerns every watch.
+  log.BeginBatch();
+  log.AppendBarrier(80);
+  EXPECT_EQ(log.EndBatch(), 3u);
+  log.RemoveWatcher(nodes);
+  log.RemoveWatcher(pods);
+  log.RemoveWatcher(pods);
+  log.BeginBatch();
+  log.AppendTransaction(90, OneOf("pods", 90, 80));
+  EXPECT_EQ(log.EndBatch(), 0u);
+}
+
 TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
   // Room for two events of "nodes" (the larger: events count their exact
   // string sizes), not three.

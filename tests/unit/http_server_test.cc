@@ -1348,6 +1348,29 @@ TEST_F(HttpServerTest, ClientDisconnectFreesItsSession) {
   EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
 }
 
+// A watch counts in the log's watchers of its resource (what the wake hold
+// grows with) from its header until it ends, whichever way it ends.
+TEST_F(HttpServerTest, AWatchCountsInTheLogWhileItStreams) {
+  StartServer();
+  auto watchers = [&] { return log_.GetStats().watchers; };
+  EXPECT_EQ(watchers(), 0u);
+  auto one = OpenWatch("/api/v1/pods?watch=1");
+  auto two = OpenWatch("/api/v1/pods?watch=1&timeoutSeconds=1");
+  auto other = OpenWatch("/api/v1/configmaps?watch=1");
+  ASSERT_TRUE(one && two && other);
+  ASSERT_TRUE(WaitFor([&] { return watchers() == 3; }));
+  log_.BeginBatch();
+  AppendPod(110, "a");
+  EXPECT_EQ(log_.EndBatch(), 2u);  // the pods watches, not the configmaps one
+  // Ends by timeout, by the client leaving, and by 410.
+  EXPECT_TRUE(WaitFor([&] { return watchers() == 2; }));
+  one->Close();
+  EXPECT_TRUE(WaitFor([&] { return watchers() == 1; }));
+  log_.AppendBarrier(200);
+  EXPECT_TRUE(WaitFor([&] { return watchers() == 0; }));
+  EXPECT_EQ(server_->active_sessions(), 0u);
+}
+
 // ---------------------------------------------------------------------------
 // Initial state (resourceVersion unset or 0) and its handoff to the log
 
