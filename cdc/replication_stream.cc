@@ -423,14 +423,12 @@ uint64_t ReplicationStream::Impl::FlushPosition() const {
       oldest >= newest - opt.replay_window_bytes) {
     return oldest;
   }
+  // Seek, not Read: the transactions of a batch not yet woken for are not
+  // readable, but they are in the log, and a restart must replay them.
   EventLog::SeekResult seek = log->Seek(newest - opt.replay_window_bytes - 1);
-  std::vector<EventPtr> first;
-  if (seek.status != EventLog::SeekStatus::kOk ||
-      log->Read(seek.seq, 1, &first) != EventLog::ReadStatus::kOk) {
-    return oldest;  // the log moved meanwhile: keep what the time says
-  }
-  if (first.empty()) return everything;  // nothing in the log that recent
-  return std::max(oldest, first[0]->commit_lsn);
+  if (seek.status != EventLog::SeekStatus::kOk) return oldest;
+  if (seek.commit_lsn == 0) return everything;  // nothing that recent
+  return std::max(oldest, seek.commit_lsn);
 }
 
 bool ReplicationStream::Impl::SendStatus(bool reply_requested,
@@ -644,16 +642,19 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     bool open_ = false;
   };
   // After a wake, the next one waits for the hold (see wake_interval).
+  // A batch ends after kWakeEvery messages even while a wake is held, so
+  // that a hold never keeps more than that from the watchers.
   Batch batch(log);
   Clock::time_point last_wake;
   Clock::duration hold{0};
+  int handled = 0;  // messages since the batch began
   auto woke = [&](size_t watchers) {
     last_wake = Clock::now();
     hold = opt.WakeHold(watchers);
+    handled = 0;
   };
   for (;;) {
     batch.Begin();
-    int handled = 0;
     for (;;) {
       char* buf = nullptr;
       int n = PQgetCopyData(conn, &buf, /*async=*/1);
@@ -663,7 +664,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         bool ok = HandleMessage(buf, n, error);
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
-        if (++handled % kWakeEvery == 0) {
+        if (++handled >= kWakeEvery) {
           woke(log->EndBatch());
           log->BeginBatch();
         }
@@ -743,7 +744,9 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
       now = Clock::now();
     }
     // Until the next status update or, with a wake held, until the hold
-    // ends (to the microsecond: a hold may be a few of them).
+    // ends: ppoll, whose timeout is not rounded up to a millisecond as
+    // poll's would be (a hold may be a few microseconds; the timer slack,
+    // 50 us by default, still applies).
     Clock::duration timeout = std::max<Clock::duration>(
         next_status - now + std::chrono::milliseconds(1), Clock::duration{0});
     if (batch.open()) {

@@ -62,9 +62,11 @@ struct ReplicationOptions {
   // resources it changed, EventLog::EndBatch). Without wake_interval_auto,
   // wake_interval whatever the wake (0: none, wake after every read from the
   // server). With it, kAutoWakeHoldPerWatcher for each such watch, at most
-  // wake_interval: one watcher is woken at once, as without a hold; 1,000
+  // wake_interval: one watcher is held 10 us, next to nothing; 1,000
   // watchers of one resource at most every 10 ms, so that fanning out to
-  // them (~4 us per write) takes at most ~40 % of the serving thread.
+  // them (~4 us per write) takes at most ~40 % of the serving thread. Every
+  // watch of a changed resource counts, whatever its namespace or
+  // selectors: each is woken to read and filter the batch.
   std::chrono::microseconds WakeHold(size_t watchers) const {
     const std::chrono::microseconds most = wake_interval;
     if (!wake_interval_auto) return most;

@@ -423,8 +423,8 @@ const Flag kFlags[] = {
      "walwatch, the kernel and the clients less per event, for up to this "
      "much more latency. What comes after a quiet spell goes at once. "
      "auto: 10us for each watch of the resources the last wake changed, "
-     "at most 10ms (one watcher: no wait; 1,000: 10ms). A duration, 0 to "
-     "1s: that long after every wake (0: wake them after every read from "
+     "at most 10ms (one watcher: 10us; 1,000: 10ms). A duration, 0 to 1s: "
+     "that long after every wake (0: wake them after every read from "
      "PostgreSQL).",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {

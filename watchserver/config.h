@@ -82,8 +82,9 @@ struct Config {
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};
   // How long a wake of watchers holds the next (ReplicationOptions::
-  // wake_interval): "auto" (wake_interval_auto: 10 us per watcher woken,
-  // at most wake_interval, 10ms) or a fixed 0 to 1s (0: no hold).
+  // WakeHold): "auto" (wake_interval_auto: 10 us per watch of the resources
+  // the wake changed, at most wake_interval, 10ms) or a fixed 0 to 1s (0:
+  // no hold).
   std::chrono::milliseconds wake_interval{10};
   bool wake_interval_auto = true;
   // Events of the log are sent with sendfile(2) from a memfd (WireArena);

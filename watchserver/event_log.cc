@@ -499,13 +499,14 @@ uint64_t EventLog::SkipOtherResourcesLocked(
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (rv < floor_rv_ || FencedLocked(rv)) return {SeekStatus::kExpired, 0};
+  if (rv < floor_rv_ || FencedLocked(rv)) return {SeekStatus::kExpired, 0, 0};
   // Events are ordered by commit_lsn; the first with commit_lsn > rv starts
   // the first transaction the watcher has not seen completely.
   auto it = std::partition_point(
       events_.begin(), events_.end(),
       [rv](const EventPtr& e) { return e->commit_lsn <= rv; });
-  return {SeekStatus::kOk, first_seq_ + (it - events_.begin())};
+  return {SeekStatus::kOk, first_seq_ + (it - events_.begin()),
+          it == events_.end() ? 0 : (*it)->commit_lsn};
 }
 
 EventLog::ReadStatus EventLog::Read(uint64_t seq, size_t max_events,

@@ -101,6 +101,9 @@ class EventLog {
   struct SeekResult {
     SeekStatus status;
     uint64_t seq;  // first event to send, when kOk
+    // That event's commit LSN, readable or not (see BeginBatch); 0 if the
+    // log has none after rv.
+    uint64_t commit_lsn;
   };
   // Where a watch that has seen everything up to `rv` continues: the first
   // event of the first transaction with commit_lsn > rv.
@@ -124,7 +127,8 @@ class EventLog {
   // resource (group, version, resource: ResourceKey) never sends an event of
   // another, so it waits only for its own. WaitForAppendOf is WaitForAppend
   // (same rules for `wake`) but called only for an appended event of
-  // `resource_key` or a barrier (or at once if tail_seq() > seq already).
+  // `resource_key` or a barrier (or at once if an event at or after `seq`
+  // is readable already).
   // Meanwhile the cursor of such a waiter stays where it was while other
   // resources' events pile up: SkipOtherResources moves it past them.
   // `owner` is the waiter's owner: entries whose owner is gone are dropped
@@ -178,7 +182,8 @@ class EventLog {
   // was evicted.
   uint64_t ResumeRvAt(uint64_t seq) const;
 
-  // Bytes of the events from `seq` to the tail: a watcher's unsent backlog.
+  // Bytes of the events from `seq` to the tail (readable or not): a
+  // watcher's unsent backlog.
   uint64_t BacklogBytes(uint64_t seq) const;
 
   // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
@@ -265,7 +270,8 @@ class EventLog {
   uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
   bool batching_ = false;             // GUARDED_BY(mu_)
   // Events below it are readable; the batch's above it are not yet. At
-  // most the tail; below first_seq_ after a barrier in a batch.
+  // most the tail; below first_seq_ after a barrier, or an eviction, in a
+  // batch.
   uint64_t readable_end_ = 0;         // GUARDED_BY(mu_)
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
   // By resource key; woken by TakeWaitersLocked for the keys in

@@ -398,8 +398,14 @@ TEST(EventLog, ABatchBecomesReadableWholeAtEndBatch) {
   log.WaitForAppendOf(1, pods, owner, [&] { ++woken; });
   log.WaitForAppend(1, [&] { ++woken; });
   EXPECT_EQ(woken, 0);
-  // Bookmarks mid-batch never claim the unreadable events.
+  // Bookmarks mid-batch never claim the unreadable events...
   EXPECT_EQ(log.ResumeRvAt(1), 20u);
+  // ...but Seek finds them (what the replay window keeps unconfirmed).
+  EventLog::SeekResult seek = log.Seek(20);
+  EXPECT_EQ(seek.status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(seek.seq, 1u);
+  EXPECT_EQ(seek.commit_lsn, 30u);
+  EXPECT_EQ(log.Seek(40).commit_lsn, 0u);  // nothing after it
   log.EndBatch();
   EXPECT_EQ(woken, 2);
   out.clear();
