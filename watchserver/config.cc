@@ -479,6 +479,31 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatSize(c.max_watcher_backlog_bytes); },
      false, true},
+    {"max-connections", Group::kServing, "auto|N",
+     "Most client connections open at once, on the socket and --tcp-listen "
+     "together; 1 to 1000000. More are answered 429 TooManyRequests "
+     "(Retry-After: 1) and closed, so that watchers can never take the "
+     "file descriptors walwatch needs for PostgreSQL. auto: the open-file "
+     "limit (whose soft limit walwatch raises to the hard one) less 64 "
+     "and --state-workers.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (t == "auto") {
+         c->max_connections = 0;
+         return "";
+       }
+       uint64_t n;
+       if (!ParseUnsigned(t, &n) || n < 1 || n > 1000000) {
+         return "expected auto or an integer from 1 to 1000000";
+       }
+       c->max_connections = static_cast<size_t>(n);
+       return "";
+     },
+     [](const Config& c) {
+       return c.max_connections == 0 ? std::string("auto")
+                                     : std::to_string(c.max_connections);
+     },
+     false, true},
     {"metrics-address", Group::kServing, "HOST:PORT",
      "Serve Prometheus /metrics and the probes /healthz, /livez and /readyz "
      "over TCP here; use the pod IP or 0.0.0.0:9187 to be scraped from "

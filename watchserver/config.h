@@ -94,6 +94,9 @@ struct Config {
   // Most unsent event bytes a watcher may fall behind the log's tail
   // before it is ended with 410 (a slow watcher): at least 64Ki.
   size_t max_watcher_backlog_bytes = size_t{128} << 20;
+  // Most client connections open at once (HttpServerOptions::
+  // max_connections); 0: auto, from the open-file limit (main.cc).
+  size_t max_connections = 0;
   // Prometheus /metrics and /healthz, /livez, /readyz, on TCP
   // ("HOST:PORT"). Empty: not served.
   std::string metrics_address = "127.0.0.1:9187";

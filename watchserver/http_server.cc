@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -98,12 +99,27 @@ class Listener : public std::enable_shared_from_this<Listener> {
       boost::system::error_code ignored;
       socket.set_option(net::ip::tcp::no_delay(true), ignored);
     } else if (!PeerAllowed(socket)) {
+      ++context_->refused_peer;
       boost::system::error_code ignored;
       socket.close(ignored);
       DoAccept();
       return;
     }
-    std::make_shared<WatchSession>(std::move(socket), context_)->Start();
+    auto session = std::make_shared<WatchSession>(std::move(socket), context_);
+    // The count includes refused connections still being answered: a flood
+    // of them is bounded by the limit too, each by the request read timeout.
+    const size_t limit = context_->options.max_connections;
+    if (limit != 0 && context_->sessions.size() >= limit) {
+      ++context_->refused_limit;
+      if (Clock::now() - refused_logged_ >= kRefusalLogInterval) {
+        refused_logged_ = Clock::now();
+        LogWarn("too many connections: answering 429 (--max-connections)",
+                {{"limit", static_cast<uint64_t>(limit)},
+                 {"refused_total", context_->refused_limit.load()}});
+      }
+      session->Refuse(TooManyConnectionsStatus(limit));
+    }
+    session->Start();
     DoAccept();
   }
 
@@ -135,6 +151,10 @@ class Listener : public std::enable_shared_from_this<Listener> {
   net::steady_timer retry_timer_;
   const std::shared_ptr<ServerContext> context_;
   bool stopped_ = false;  // on the acceptor's strand
+  // Refusals past the limit are logged at most once per interval.
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
+  Clock::time_point refused_logged_;  // on the acceptor's strand
 };
 
 // Opens, binds and listens; returns "" or a one-line error naming `what`.
@@ -361,6 +381,11 @@ void HttpServer::Stop() {
 
 size_t HttpServer::active_sessions() const {
   return impl_->context->sessions.size();
+}
+
+HttpServer::Refused HttpServer::connections_refused() const {
+  return {impl_->context->refused_limit.load(),
+          impl_->context->refused_peer.load()};
 }
 
 void RunHandlers(boost::asio::io_context& io) {

@@ -65,6 +65,10 @@ struct HttpServerOptions {
   StateSource* state = nullptr;
   // Not owned; may be null.
   Metrics* metrics = nullptr;
+  // Most connections open at once over both listeners; 0: no limit. A
+  // connection past it gets its request answered 429 TooManyRequests
+  // (Retry-After: 1), and is closed.
+  size_t max_connections = 0;
 };
 
 class HttpServer {
@@ -88,6 +92,13 @@ class HttpServer {
   void Stop();
 
   size_t active_sessions() const;
+  // Connections refused so far: past max_connections (answered 429), and
+  // by the Unix socket's peer allow-list (closed).
+  struct Refused {
+    uint64_t limit;
+    uint64_t peer;
+  };
+  Refused connections_refused() const;
 
  private:
   struct Impl;

@@ -160,6 +160,18 @@ K8sStatus StateErrorStatus(int code, const std::string& reason,
   return status;
 }
 
+K8sStatus TooManyConnectionsStatus(size_t limit) {
+  K8sStatus status;
+  status.code = 429;
+  status.reason = "TooManyRequests";
+  status.message = "too many connections to walwatch (--max-connections " +
+                   std::to_string(limit) + "); try again later";
+  StatusDetails details;
+  details.retry_after_seconds = 1;
+  status.details = std::move(details);
+  return status;
+}
+
 K8sStatus RetryLaterStatus(std::string message) {
   K8sStatus status;
   status.code = 504;

@@ -89,6 +89,11 @@ K8sStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors);
 // 503 ServiceUnavailable with `message`.
 K8sStatus ServiceUnavailableStatus(std::string message);
 
+// 429 TooManyRequests with retryAfterSeconds 1, as kube-apiserver answers
+// past its in-flight limit (client-go retries it): "too many connections
+// to walwatch (--max-connections <limit>); try again later".
+K8sStatus TooManyConnectionsStatus(size_t limit);
+
 // A failure of the state source (initial state, handoff, fresh RV) as the
 // Status to answer: its code, reason and message; an empty reason is filled
 // in from the code. A 504 carries what the apiserver's too-large-RV error

@@ -4,6 +4,7 @@
 //   ReplicationStream (its own thread) -> EventLog -> HttpServer sessions
 //                                                    (io_context threads)
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -84,6 +85,42 @@ std::string LoadMapping(const Config& config, TableMapping* mapping) {
   std::string err = ParseTableMapping(text.str(), mapping);
   if (!err.empty()) return "--mapping " + config.mapping_path + ": " + err;
   return "";
+}
+
+// Raises the soft open-file limit to the hard one, as Go's runtime does
+// (systemd and many container runtimes start processes at a soft 1024,
+// well under the hard limit), and returns the soft limit in force.
+uint64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY) return uint64_t{1} << 20;
+  return limit.rlim_cur;
+}
+
+// --max-connections, with auto resolved: the open-file limit less the
+// descriptors walwatch keeps for itself (PostgreSQL connections, the event
+// file, listeners, the metrics server's connections, its own files).
+size_t MaxConnections(const Config& config, uint64_t open_files) {
+  const uint64_t reserved = 64 + static_cast<uint64_t>(config.state_workers);
+  if (config.max_connections != 0) {
+    if (config.max_connections + reserved > open_files) {
+      LogWarn("--max-connections leaves walwatch too few file descriptors of "
+              "the open-file limit: watchers could starve its PostgreSQL "
+              "connections; raise the limit (LimitNOFILE=, ulimit -n)",
+              {{"max_connections",
+                static_cast<uint64_t>(config.max_connections)},
+               {"open_file_limit", open_files},
+               {"reserved", reserved}});
+    }
+    return config.max_connections;
+  }
+  return static_cast<size_t>(
+      open_files > 2 * reserved ? open_files - reserved : open_files / 2);
 }
 
 void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
@@ -224,6 +261,11 @@ int Main(int argc, char** argv) {
   SetLogLevel(config.log_level);
   LogInfo("starting walwatch",
           {LogField::Raw("config", ConfigToJson(config))});
+  const uint64_t open_files = RaiseOpenFileLimit();
+  const size_t max_connections = MaxConnections(config, open_files);
+  LogInfo("connections", {{"max_connections",
+                           static_cast<uint64_t>(max_connections)},
+                          {"open_file_limit", open_files}});
 
   ReplicationOptions repl_options;
   repl_options.conninfo = config.conninfo;
@@ -318,8 +360,32 @@ int Main(int argc, char** argv) {
   }
   http_options.state = &state;
   http_options.metrics = &metrics;
+  http_options.max_connections = max_connections;
   HttpServer server(io, log, catalog, http_options, ready);
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
+  metrics.AddGauge("walwatch_connections",
+                   "Client connections open (watches, probes, requests).",
+                   [&server] {
+                     return static_cast<double>(server.active_sessions());
+                   });
+  metrics.AddGauge("walwatch_connections_limit",
+                   "--max-connections, resolved: connections past it are "
+                   "answered 429.",
+                   [max_connections] {
+                     return static_cast<double>(max_connections);
+                   });
+  metrics.AddLabeledCounter(
+      "walwatch_connections_refused_total",
+      "Connections refused: past --max-connections (limit, answered 429) "
+      "or not on the socket's allow-list (peer, closed).",
+      "reason", "limit", [&server] {
+        return static_cast<double>(server.connections_refused().limit);
+      });
+  metrics.AddLabeledCounter("walwatch_connections_refused_total", "", "reason",
+                            "peer", [&server] {
+                              return static_cast<double>(
+                                  server.connections_refused().peer);
+                            });
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {
     if (std::string e = ops.Start(config.metrics_address); !e.empty()) {

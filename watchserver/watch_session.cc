@@ -276,6 +276,7 @@ void WatchSession::OnRequestError(ErrorCode ec) {
 }
 
 void WatchSession::HandleRequest() {
+  if (refusal_) return SendStatus(*refusal_, /*keep_alive=*/false);
   beast::string_view method = request_.method_string();
   beast::string_view target = request_.target();
   ParsedRequest parsed =

@@ -100,6 +100,9 @@ struct ServerContext {
   const HttpServerOptions options;
   const std::function<std::string()> ready;  // "" or why not ready
   SessionRegistry sessions;
+  // HttpServer::connections_refused().
+  std::atomic<uint64_t> refused_limit{0};
+  std::atomic<uint64_t> refused_peer{0};
 };
 
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
@@ -125,6 +128,11 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Registers with the context's registry and reads the first request.
   void Start();
+
+  // Before Start(): answer the first request with `status` and close, for
+  // a connection past the server's limit. Reading the request first lets
+  // an HTTP client see the answer rather than a reset.
+  void Refuse(K8sStatus status) { refusal_ = std::move(status); }
 
   // Any thread: ends the session soon. A stream is ended with a bookmark
   // (if allowed) and the final chunk; a connection between requests is
@@ -282,6 +290,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   const std::shared_ptr<ServerContext> context_;
   Phase phase_ = Phase::kReadingRequest;
   bool shutdown_requested_ = false;
+  std::optional<K8sStatus> refusal_;  // see Refuse()
 
   // Request side.
   boost::beast::flat_buffer buffer_;

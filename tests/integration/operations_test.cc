@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -149,6 +150,70 @@ TEST_F(OperationsTest, MetricsCountExactlyTheEventsProduced) {
                           "http://127.0.0.1:" + std::to_string(port) + "/readyz",
                           &rc);
   EXPECT_EQ(ready, "200");
+}
+
+// --max-connections: a connection past it is answered 429 (Retry-After) and
+// counted, the open ones go on. By default the limit follows the open-file
+// limit, whose soft value walwatch raises to the hard one.
+TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
+  int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  auto options = DefaultOptions();
+  options.metrics_address = "127.0.0.1:" + std::to_string(port);
+  options.extra_args = {"--max-connections=2"};
+  auto* ww = StartWalwatch(options);
+  ASSERT_NE(ww, nullptr);
+  auto connections = [&] {
+    return Sample(TcpGet(port, "/metrics").body, "walwatch_connections");
+  };
+  // The fresh-RV request's connection is gone before the watches open, so
+  // that it cannot take one of their two places.
+  const uint64_t rv = FreshRv(*ww);
+  ASSERT_NE(rv, 0u);
+  for (const auto deadline = In(kEventWait); connections() != 0;) {
+    ASSERT_LT(Clock::now(), deadline) << "connections: " << connections();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  WatchClient one, two;
+  ASSERT_TRUE(OpenWatch(one, *ww, "/api/v1/pods", rv));
+  ASSERT_TRUE(OpenWatch(two, *ww, "/api/v1/pods", rv));
+  HttpResponse refused = HttpGet(ww->socket_path(), "/healthz", In(kEventWait));
+  ASSERT_TRUE(refused.ok) << refused.error;
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  const auto status = nlohmann::json::parse(refused.body);
+  EXPECT_EQ(status["reason"], "TooManyRequests");
+  EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
+  const std::string scrape = TcpGet(port, "/metrics").body;
+  EXPECT_EQ(Sample(scrape, "walwatch_connections_limit"), 2) << scrape;
+  EXPECT_EQ(Sample(scrape, "walwatch_connections"), 2) << scrape;
+  EXPECT_EQ(Sample(scrape,
+                   "walwatch_connections_refused_total{reason=\"limit\"}"),
+            1)
+      << scrape;
+  // The watches go on.
+  InsertRow(db(), Pod("c1", "default", "mc-a"));
+  WatchEvent a, b;
+  ASSERT_TRUE(one.NextEvent(&a, In(kEventWait)));
+  ASSERT_TRUE(two.NextEvent(&b, In(kEventWait)));
+  EXPECT_EQ(a.name(), "mc-a");
+  EXPECT_EQ(b.name(), "mc-a");
+
+  // auto: the hard open-file limit (walwatch raises its soft limit to it)
+  // less 64 and the state workers (4).
+  int auto_port = FreeLoopbackPort();
+  ASSERT_NE(auto_port, 0);
+  auto auto_options = DefaultOptions();
+  auto_options.metrics_address = "127.0.0.1:" + std::to_string(auto_port);
+  auto* by_limit = StartWalwatch(auto_options);
+  ASSERT_NE(by_limit, nullptr);
+  rlimit files{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  const double hard = files.rlim_max == RLIM_INFINITY
+                          ? double(uint64_t{1} << 20)
+                          : double(files.rlim_max);
+  const std::string auto_scrape = TcpGet(auto_port, "/metrics").body;
+  EXPECT_EQ(Sample(auto_scrape, "walwatch_connections_limit"), hard - 68)
+      << auto_scrape;
 }
 
 // Whether process `pid` maps the event arena's memfd.

@@ -79,7 +79,7 @@ TEST(Config, DefaultJson) {
             "\"initial-state-timeout\":\"5m\","
             "\"bookmark-interval\":\"1m\",\"wake-interval\":\"auto\","
             "\"sendfile\":true,"
-            "\"max-watcher-backlog\":\"128Mi\","
+            "\"max-watcher-backlog\":\"128Mi\",\"max-connections\":\"auto\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
             "\"retained-wal-warn\":\"1Gi\",\"replay-window\":\"10m\","
@@ -484,6 +484,23 @@ TEST(Config, WakeIntervalIsAutoOrADurationUpToOneSecond) {
   EXPECT_EQ(ErrorFor({"--wake-interval=soon"}),
             "invalid value \"soon\" for --wake-interval: expected auto or a "
             "duration such as 5ms");
+}
+
+TEST(Config, MaxConnectionsIsAutoOrACount) {
+  EXPECT_EQ(Parse({}).config.max_connections, 0u);  // auto
+  EXPECT_EQ(Parse({"--max-connections=500"}).config.max_connections, 500u);
+  EXPECT_EQ(Parse({}, {"WALWATCH_MAX_CONNECTIONS=7"}).config.max_connections,
+            7u);
+  EXPECT_EQ(Parse({"--max-connections=auto"}, {"WALWATCH_MAX_CONNECTIONS=7"})
+                .config.max_connections,
+            0u);
+  for (const char* bad : {"0", "-1", "1000001", "many", ""}) {
+    EXPECT_EQ(ErrorFor({std::string("--max-connections=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --max-connections: expected auto or an integer "
+                  "from 1 to 1000000")
+        << bad;
+  }
 }
 
 TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {

@@ -1348,6 +1348,46 @@ TEST_F(HttpServerTest, ClientDisconnectFreesItsSession) {
   EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
 }
 
+// Past max_connections, a connection's request is answered 429 with
+// Retry-After (what client-go retries), and the connection is closed; the
+// open ones are untouched, and once one closes a new one is served.
+TEST_F(HttpServerTest, ConnectionsPastTheLimitGet429AndAreClosed) {
+  options_.max_connections = 2;
+  StartServer();
+  auto watch = OpenWatch("/api/v1/pods?watch=1");
+  auto idle = Connect();
+  ASSERT_TRUE(watch && idle);
+  ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 2; }));
+
+  auto refused = Connect();
+  refused->Get("/api/v1/pods?watch=1");
+  ASSERT_TRUE(refused->ReadResponse());
+  EXPECT_EQ(refused->status(), 429u);
+  EXPECT_EQ(refused->response()[http::field::retry_after], "1");
+  const auto body = nlohmann::json::parse(refused->response().body());
+  EXPECT_EQ(body["kind"], "Status");
+  EXPECT_EQ(body["status"], "Failure");
+  EXPECT_EQ(body["code"], 429);
+  EXPECT_EQ(body["reason"], "TooManyRequests");
+  EXPECT_EQ(body["message"],
+            "too many connections to walwatch (--max-connections 2); try "
+            "again later");
+  EXPECT_EQ(body["details"]["retryAfterSeconds"], 1);
+  EXPECT_TRUE(refused->ReadEof());
+  EXPECT_EQ(server_->connections_refused().limit, 1u);
+  EXPECT_EQ(server_->connections_refused().peer, 0u);
+
+  // The open ones go on: the watch streams, the idle one is answered.
+  EventPtr a = AppendPod(110, "a");
+  EXPECT_EQ(watch->ReadLine(), Line(a));
+  ASSERT_TRUE(Answers(idle.get(), "/healthz", 200));
+  idle->Close();
+  ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 1; }));
+  auto next = Connect();
+  ASSERT_TRUE(Answers(next.get(), "/healthz", 200));
+  EXPECT_EQ(server_->connections_refused().limit, 1u);
+}
+
 // A watch counts in the log's watchers of its resource (what the wake hold
 // grows with) from its header until it ends, whichever way it ends.
 TEST_F(HttpServerTest, AWatchCountsInTheLogWhileItStreams) {
