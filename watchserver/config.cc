@@ -482,10 +482,10 @@ const Flag kFlags[] = {
     {"max-connections", Group::kServing, "auto|N",
      "Most client connections open at once, on the socket and --tcp-listen "
      "together; 1 to 1000000. More are answered 429 TooManyRequests "
-     "(Retry-After: 1) and closed, so that watchers can never take the "
-     "file descriptors walwatch needs for PostgreSQL. auto: the open-file "
-     "limit (whose soft limit walwatch raises to the hard one) less 64 "
-     "and --state-workers.",
+     "(Retry-After: 1) and closed (16 at a time; more are closed at once), "
+     "so that watchers cannot take the file descriptors walwatch needs for "
+     "PostgreSQL. auto: the open-file limit (whose soft limit walwatch "
+     "raises to the hard one) less 128 and --state-workers.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        if (t == "auto") {

@@ -14,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -105,11 +106,15 @@ class Listener : public std::enable_shared_from_this<Listener> {
       DoAccept();
       return;
     }
-    auto session = std::make_shared<WatchSession>(std::move(socket), context_);
-    // The count includes refused connections still being answered: a flood
-    // of them is bounded by the limit too, each by the request read timeout.
+    // Past the limit a connection is answered 429, by a session of its own
+    // that lives at most a couple of seconds. Those sessions do not count
+    // against the limit, and at most kMaxRefusing are open: past that a
+    // connection is closed at once, so that refusals, too, hold only a few
+    // of the descriptors kept for walwatch itself.
     const size_t limit = context_->options.max_connections;
-    if (limit != 0 && context_->sessions.size() >= limit) {
+    const size_t refusing = context_->refusing.load();
+    const size_t open = context_->sessions.size();
+    if (limit != 0 && open - std::min(open, refusing) >= limit) {
       ++context_->refused_limit;
       if (Clock::now() - refused_logged_ >= kRefusalLogInterval) {
         refused_logged_ = Clock::now();
@@ -117,9 +122,21 @@ class Listener : public std::enable_shared_from_this<Listener> {
                 {{"limit", static_cast<uint64_t>(limit)},
                  {"refused_total", context_->refused_limit.load()}});
       }
+      if (refusing >= ServerContext::kMaxRefusing) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+        DoAccept();
+        return;
+      }
+      ++context_->refusing;
+      auto session =
+          std::make_shared<WatchSession>(std::move(socket), context_);
       session->Refuse(TooManyConnectionsStatus(limit));
+      session->Start();
+      DoAccept();
+      return;
     }
-    session->Start();
+    std::make_shared<WatchSession>(std::move(socket), context_)->Start();
     DoAccept();
   }
 

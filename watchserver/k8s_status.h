@@ -89,9 +89,10 @@ K8sStatus InvalidListOptionsStatus(const std::vector<FieldError>& errors);
 // 503 ServiceUnavailable with `message`.
 K8sStatus ServiceUnavailableStatus(std::string message);
 
-// 429 TooManyRequests with retryAfterSeconds 1, as kube-apiserver answers
-// past its in-flight limit (client-go retries it): "too many connections
-// to walwatch (--max-connections <limit>); try again later".
+// 429 TooManyRequests with retryAfterSeconds 1 (sent with Retry-After: 1,
+// the code and header kube-apiserver's in-flight limit answers, which
+// client-go retries): "too many connections to walwatch (--max-connections
+// <limit>); try again later".
 K8sStatus TooManyConnectionsStatus(size_t limit);
 
 // A failure of the state source (initial state, handoff, fresh RV) as the

@@ -103,10 +103,14 @@ uint64_t RaiseOpenFileLimit() {
 }
 
 // --max-connections, with auto resolved: the open-file limit less the
-// descriptors walwatch keeps for itself (PostgreSQL connections, the event
-// file, listeners, the metrics server's connections, its own files).
+// descriptors walwatch keeps for itself: up to 64 of the metrics server's
+// connections (OpsServer), up to 16 refusals being answered
+// (ServerContext::kMaxRefusing), its PostgreSQL connections (replication,
+// the slot monitor, one per state worker), the event file, the listeners,
+// epoll, timers and the rest, with room to spare. At least half of a small
+// limit goes to connections.
 size_t MaxConnections(const Config& config, uint64_t open_files) {
-  const uint64_t reserved = 64 + static_cast<uint64_t>(config.state_workers);
+  const uint64_t reserved = 128 + static_cast<uint64_t>(config.state_workers);
   if (config.max_connections != 0) {
     if (config.max_connections + reserved > open_files) {
       LogWarn("--max-connections leaves walwatch too few file descriptors of "

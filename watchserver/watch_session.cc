@@ -24,6 +24,11 @@ namespace {
 
 // A connection may sit this long between requests (or in one request).
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
+// How long a refused connection (WatchSession::Refuse) has to send its
+// request before it is closed without an answer, and the most header bytes
+// read from it.
+constexpr auto kRefusedRequestTimeout = std::chrono::seconds(2);
+constexpr size_t kRefusedMaxHeaderBytes = 64 * 1024;
 // Watch requests have no body; anything beyond this is refused with 413.
 constexpr size_t kMaxRequestBodyBytes = 8 * 1024;
 // A write the client does not drain within this long ends the connection
@@ -202,6 +207,10 @@ void WatchSession::Close() {
     log_watcher_ = false;
     context_->log.RemoveWatcher(resource_key_);
   }
+  if (refusal_) {
+    refusal_.reset();
+    --context_->refusing;
+  }
   if (watch_counted_) {
     watch_counted_ = false;
     if (Metrics* metrics = context_->options.metrics) {
@@ -229,10 +238,11 @@ void WatchSession::DoReadRequest() {
   phase_ = Phase::kReadingRequest;
   request_ = {};  // an error answer must not take the last request's method
   parser_.emplace();
-  parser_->header_limit(static_cast<uint32_t>(
-      std::min<size_t>(context_->options.max_header_bytes, UINT32_MAX)));
+  parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(
+      refusal_ ? kRefusedMaxHeaderBytes : context_->options.max_header_bytes,
+      UINT32_MAX)));
   parser_->body_limit(kMaxRequestBodyBytes);
-  ArmDeadline(kIdleTimeout);
+  ArmDeadline(refusal_ ? kRefusedRequestTimeout : kIdleTimeout);
   http::async_read(socket_, buffer_, *parser_,
                    Bind(&WatchSession::OnReadRequest));
 }

@@ -103,6 +103,10 @@ struct ServerContext {
   // HttpServer::connections_refused().
   std::atomic<uint64_t> refused_limit{0};
   std::atomic<uint64_t> refused_peer{0};
+  // Refused sessions still answering (WatchSession::Refuse): they do not
+  // count against max_connections, and at most kMaxRefusing are open.
+  std::atomic<size_t> refusing{0};
+  static constexpr size_t kMaxRefusing = 16;
 };
 
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
@@ -131,7 +135,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
 
   // Before Start(): answer the first request with `status` and close, for
   // a connection past the server's limit. Reading the request first lets
-  // an HTTP client see the answer rather than a reset.
+  // an HTTP client see the answer rather than a reset; a refused connection
+  // gets 2 s and 64 KiB of header for it. The caller has counted it in
+  // ServerContext::refusing, which Close() undoes.
   void Refuse(K8sStatus status) { refusal_ = std::move(status); }
 
   // Any thread: ends the session soon. A stream is ended with a bookmark

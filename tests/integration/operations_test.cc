@@ -199,7 +199,7 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
   EXPECT_EQ(b.name(), "mc-a");
 
   // auto: the hard open-file limit (walwatch raises its soft limit to it)
-  // less 64 and the state workers (4).
+  // less 128 and the state workers (4).
   int auto_port = FreeLoopbackPort();
   ASSERT_NE(auto_port, 0);
   auto auto_options = DefaultOptions();
@@ -212,7 +212,7 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
                           ? double(uint64_t{1} << 20)
                           : double(files.rlim_max);
   const std::string auto_scrape = TcpGet(auto_port, "/metrics").body;
-  EXPECT_EQ(Sample(auto_scrape, "walwatch_connections_limit"), hard - 68)
+  EXPECT_EQ(Sample(auto_scrape, "walwatch_connections_limit"), hard - 132)
       << auto_scrape;
 }
 

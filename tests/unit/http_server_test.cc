@@ -1388,6 +1388,36 @@ TEST_F(HttpServerTest, ConnectionsPastTheLimitGet429AndAreClosed) {
   EXPECT_EQ(server_->connections_refused().limit, 1u);
 }
 
+// Refusals hold few descriptors, briefly: at most 16 are answered at a
+// time (further connections are closed at once), one that sends nothing is
+// closed after 2 s, unanswered, and they never count against the limit.
+TEST_F(HttpServerTest, RefusalsAreFewAndBriefAndTakeNoPlace) {
+  options_.max_connections = 1;
+  StartServer();
+  auto watch = OpenWatch("/api/v1/pods?watch=1");
+  ASSERT_TRUE(watch);
+  std::vector<std::unique_ptr<TestClient>> silent;
+  for (int i = 0; i < 16; ++i) {
+    silent.push_back(Connect());
+    ASSERT_TRUE(WaitFor(
+        [&] { return server_->connections_refused().limit == size_t(i) + 1; }));
+  }
+  auto dropped = Connect();
+  EXPECT_TRUE(dropped->ReadEof());  // closed at once, nothing written
+  EXPECT_EQ(server_->connections_refused().limit, 17u);
+
+  // With the watch gone, the place is free although 16 refusals are open.
+  watch->Close();
+  ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() <= 16; }));
+  auto next = Connect();
+  ASSERT_TRUE(Answers(next.get(), "/healthz", 200));
+  EXPECT_EQ(server_->active_sessions(), 17u);  // the refusals were still open
+  EXPECT_EQ(server_->connections_refused().limit, 17u);
+  // The silent ones end unanswered within their 2 s.
+  for (auto& client : silent) EXPECT_TRUE(client->ReadEof());
+  EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 1; }));
+}
+
 // A watch counts in the log's watchers of its resource (what the wake hold
 // grows with) from its header until it ends, whichever way it ends.
 TEST_F(HttpServerTest, AWatchCountsInTheLogWhileItStreams) {
