@@ -532,13 +532,30 @@ void ReplicationStream::Impl::OnCommit() {
                   std::string(e->resource())},
                  std::string(e->kind()));
   }
-  if (log->AppendTransaction(txn.commit_lsn, std::move(built.events)) ==
-      EventLog::AppendResult::kTooLarge) {
-    ++stats->barriers;
-    LogWarn("a transaction's events are larger than --max-log-bytes; "
-            "every watcher must relist",
-            {{"xid", static_cast<uint64_t>(txn.xid)},
-             {"commit_lsn", FormatLsn(txn.commit_lsn)}});
+  switch (log->AppendTransaction(txn.commit_lsn, std::move(built.events))) {
+    case EventLog::AppendResult::kAppended:
+      break;
+    case EventLog::AppendResult::kTooLarge:
+      ++stats->barriers;
+      LogWarn("a transaction's events are larger than --max-log-bytes; "
+              "every watcher must relist",
+              {{"xid", static_cast<uint64_t>(txn.xid)},
+               {"commit_lsn", FormatLsn(txn.commit_lsn)}});
+      break;
+    case EventLog::AppendResult::kOutOfOrder: {
+      // A bug: re-sent transactions are dropped before they get here.
+      // Watchers that passed its commit LSN never saw it: every RV up to
+      // the current one becomes too old, and they relist.
+      const uint64_t current = log->current_rv();
+      ++stats->barriers;
+      LogError("a transaction arrived below the current resourceVersion; "
+               "every watcher must relist",
+               {{"xid", static_cast<uint64_t>(txn.xid)},
+                {"commit_lsn", FormatLsn(txn.commit_lsn)},
+                {"current_rv", FormatLsn(current)}});
+      log->AppendBarrier(current, txn.full_xid);
+      break;
+    }
   }
 }
 

@@ -52,7 +52,9 @@ EventLog::AppendResult EventLog::AppendTransaction(
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    assert(commit_lsn > current_rv_);
+    // Checked in release builds too: appended, such a transaction would
+    // break the order every Seek and resume relies on.
+    if (commit_lsn <= current_rv_) return AppendResult::kOutOfOrder;
     EvictToFitLocked(incoming);
     for (auto& e : events) {
       IndexAppendLocked(*e, first_seq_ + events_.size());

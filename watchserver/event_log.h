@@ -49,6 +49,11 @@ class EventLog {
     // the log was emptied and floor_rv moved to its commit, so every watcher
     // still behind it ends with 410 Expired and must relist.
     kTooLarge,
+    // commit_lsn is not above current_rv(): a bug upstream (the stream
+    // drops re-sent transactions before they get here). Nothing changed;
+    // the caller must not let it pass silently (the replication stream
+    // appends a barrier).
+    kOutOfOrder,
   };
 
   // Replication thread only. `events` must be non-empty, all of one

@@ -372,6 +372,25 @@ TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
   EXPECT_EQ(woken, 2);
 }
 
+// A transaction at or below the current RV is refused, not appended (in
+// release builds too): appended, it would break the order Seek relies on.
+TEST(EventLog, ATransactionBelowTheCurrentRvIsRefused) {
+  EventLog log(kBig, 10);
+  ASSERT_EQ(log.AppendTransaction(20, OneOf("pods", 20, 10)),
+            EventLog::AppendResult::kAppended);
+  log.AdvanceCurrentRv(30);
+  for (uint64_t lsn : {20u, 25u, 30u}) {
+    EXPECT_EQ(log.AppendTransaction(lsn, OneOf("pods", lsn, 10)),
+              EventLog::AppendResult::kOutOfOrder)
+        << lsn;
+  }
+  EXPECT_EQ(log.tail_seq(), 1u);
+  EXPECT_EQ(log.current_rv(), 30u);
+  EXPECT_EQ(log.AppendTransaction(31, OneOf("pods", 31, 30)),
+            EventLog::AppendResult::kAppended);
+  EXPECT_EQ(log.tail_seq(), 2u);
+}
+
 TEST(EventLog, ABatchBecomesReadableWholeAtEndBatch) {
   EventLog log(kBig, 10);
   const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
