@@ -682,8 +682,8 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
         PQfreemem(buf);
         if (!ok) return StreamEnd::kError;
         if (++handled >= kWakeEvery) {
-          woke(log->EndBatch());
-          log->BeginBatch();
+          woke(batch.End());
+          batch.Begin();
         }
         // A large transaction arrives as a long run of messages: keep
         // reporting status while it does.

@@ -373,32 +373,27 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
   if (batching_) return wake;
   // The batch's events become readable together, as their waiters wake.
   readable_end_ = first_seq_ + events_.size();
-  if (watchers != nullptr) {
-    *watchers = 0;
-    if (wake_all_keyed_) {
-      *watchers = watchers_;
-    } else {
-      for (const std::string& key : appended_keys_) {
-        auto it = watchers_of_.find(key);
-        if (it != watchers_of_.end()) *watchers += it->second;
-      }
-    }
-  }
   // The lists of the keys appended to (usually one), to size `wake` exactly:
   // reserving for every keyed waiter would allocate for all watchers on
   // each commit, though most commits wake few of them.
   std::vector<std::vector<KeyedWaiter>*>& lists = wake_lists_;  // empty
   size_t count = waiters_.size();
+  size_t concerned = 0;  // the watches of the appended keys
   if (wake_all_keyed_) {
     count += keyed_waiter_count_;
+    concerned = watchers_;
   } else {
     for (const std::string& key : appended_keys_) {
+      if (auto w = watchers_of_.find(key); w != watchers_of_.end()) {
+        concerned += w->second;
+      }
       auto it = keyed_waiters_.find(key);
       if (it == keyed_waiters_.end() || it->second.empty()) continue;
       lists.push_back(&it->second);
       count += it->second.size();
     }
   }
+  if (watchers != nullptr) *watchers = concerned;
   wake.reserve(count);
   for (auto& w : waiters_) wake.push_back(std::move(w.second));
   waiters_.clear();

@@ -101,10 +101,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
       socket.set_option(net::ip::tcp::no_delay(true), ignored);
     } else if (!PeerAllowed(socket)) {
       ++context_->refused_peer;
-      boost::system::error_code ignored;
-      socket.close(ignored);
-      DoAccept();
-      return;
+      return Drop(socket);
     }
     // Past the limit a connection is answered 429, by a session of its own
     // that lives at most a couple of seconds. Those sessions do not count
@@ -114,7 +111,8 @@ class Listener : public std::enable_shared_from_this<Listener> {
     const size_t limit = context_->options.max_connections;
     const size_t refusing = context_->refusing.load();
     const size_t open = context_->sessions.size();
-    if (limit != 0 && open - std::min(open, refusing) >= limit) {
+    const bool refuse = limit != 0 && open - std::min(open, refusing) >= limit;
+    if (refuse) {
       ++context_->refused_limit;
       if (Clock::now() - refused_logged_ >= kRefusalLogInterval) {
         refused_logged_ = Clock::now();
@@ -122,21 +120,19 @@ class Listener : public std::enable_shared_from_this<Listener> {
                 {{"limit", static_cast<uint64_t>(limit)},
                  {"refused_total", context_->refused_limit.load()}});
       }
-      if (refusing >= ServerContext::kMaxRefusing) {
-        boost::system::error_code ignored;
-        socket.close(ignored);
-        DoAccept();
-        return;
-      }
+      if (refusing >= ServerContext::kMaxRefusing) return Drop(socket);
       ++context_->refusing;
-      auto session =
-          std::make_shared<WatchSession>(std::move(socket), context_);
-      session->Refuse(TooManyConnectionsStatus(limit));
-      session->Start();
-      DoAccept();
-      return;
     }
-    std::make_shared<WatchSession>(std::move(socket), context_)->Start();
+    auto session = std::make_shared<WatchSession>(std::move(socket), context_);
+    if (refuse) session->Refuse(TooManyConnectionsStatus(limit));
+    session->Start();
+    DoAccept();
+  }
+
+  // Closes a connection refused without an answer, and accepts the next.
+  void Drop(WatchSession::Socket& socket) {
+    boost::system::error_code ignored;
+    socket.close(ignored);
     DoAccept();
   }
 

@@ -203,16 +203,13 @@ void WatchSession::Close() {
     context_->log.CancelWaitForRv(rv_wait_id_);
     rv_wait_id_ = 0;
   }
-  if (log_watcher_) {
-    log_watcher_ = false;
-    context_->log.RemoveWatcher(resource_key_);
-  }
   if (refusal_) {
     refusal_.reset();
     --context_->refusing;
   }
   if (watch_counted_) {
     watch_counted_ = false;
+    context_->log.RemoveWatcher(resource_key_);
     if (Metrics* metrics = context_->options.metrics) {
       metrics->WatchEnded(watch_.group, watch_.version, watch_.resource,
                           end_reason_.value_or(WatchEndReason::kError));

@@ -405,11 +405,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool bookmark_rearm_ = false;  // the bookmark in flight is a periodic one
   bool go_live_after_write_ = false;  // the WatchList end bookmark
 
-  // Metrics: a stream counts from its header until Close().
+  // A stream counts, in the metrics and in the log's watchers of
+  // resource_key_ (EventLog::AddWatcher), from its header until Close().
   bool watch_counted_ = false;
-  // Counted in the log's watchers of resource_key_ (EventLog::AddWatcher)
-  // from the stream's header until Close().
-  bool log_watcher_ = false;
   std::optional<WatchEndReason> end_reason_;
 };
 

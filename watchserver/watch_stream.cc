@@ -202,13 +202,12 @@ void WatchSession::WriteStreamHeader() {
 
   // timeoutSeconds counts from here, the start of the stream.
   ArmDeadline(StreamTimeout(watch_));
-  if (!log_watcher_) {
-    context_->log.AddWatcher(resource_key_);
-    log_watcher_ = true;
-  }
-  if (Metrics* metrics = context_->options.metrics) {
-    metrics->WatchStarted(watch_.group, watch_.version, watch_.resource);
+  if (!watch_counted_) {
     watch_counted_ = true;
+    context_->log.AddWatcher(resource_key_);
+    if (Metrics* metrics = context_->options.metrics) {
+      metrics->WatchStarted(watch_.group, watch_.version, watch_.resource);
+    }
   }
   BeginWrite();
   http::async_write_header(socket_, *serializer_,

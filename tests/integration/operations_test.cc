@@ -95,16 +95,24 @@ TcpResponse TcpGet(
 
 class OperationsTest : public WalwatchTest {
  protected:
+  // DefaultOptions with --metrics-address on a free loopback port, *port
+  // (0 if none was free: the caller asserts).
+  WalwatchOptions OptionsWithMetrics(int* port) {
+    *port = FreeLoopbackPort();
+    WalwatchOptions options = DefaultOptions();
+    options.metrics_address = "127.0.0.1:" + std::to_string(*port);
+    return options;
+  }
+
   uint64_t WalLsn() {
     return ParseLsn(db().QueryValue("SELECT pg_current_wal_lsn()::text"));
   }
 };
 
 TEST_F(OperationsTest, MetricsCountExactlyTheEventsProduced) {
-  int port = FreeLoopbackPort();
+  int port = 0;
+  auto options = OptionsWithMetrics(&port);
   ASSERT_NE(port, 0);
-  auto options = DefaultOptions();
-  options.metrics_address = "127.0.0.1:" + std::to_string(port);
   auto* ww = StartWalwatch(options);
   ASSERT_NE(ww, nullptr);
   const std::string scrape_cmd =
@@ -156,10 +164,9 @@ TEST_F(OperationsTest, MetricsCountExactlyTheEventsProduced) {
 // counted, the open ones go on. By default the limit follows the open-file
 // limit, whose soft value walwatch raises to the hard one.
 TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
-  int port = FreeLoopbackPort();
+  int port = 0;
+  auto options = OptionsWithMetrics(&port);
   ASSERT_NE(port, 0);
-  auto options = DefaultOptions();
-  options.metrics_address = "127.0.0.1:" + std::to_string(port);
   options.extra_args = {"--max-connections=2"};
   auto* ww = StartWalwatch(options);
   ASSERT_NE(ww, nullptr);
@@ -200,10 +207,9 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
 
   // auto: the hard open-file limit (walwatch raises its soft limit to it)
   // less 128 and the state workers (4).
-  int auto_port = FreeLoopbackPort();
+  int auto_port = 0;
+  auto auto_options = OptionsWithMetrics(&auto_port);
   ASSERT_NE(auto_port, 0);
-  auto auto_options = DefaultOptions();
-  auto_options.metrics_address = "127.0.0.1:" + std::to_string(auto_port);
   auto* by_limit = StartWalwatch(auto_options);
   ASSERT_NE(by_limit, nullptr);
   rlimit files{};
