@@ -1,0 +1,1 @@
+// Placeholder: tests for what the README claims (issue 19, part 5).
