@@ -9,11 +9,17 @@
 #   rv        ParseResourceVersion, ParseLsn / ParsePgLsn, EventLog::ParseSnapshot
 #   wal2json  ParseTableMapping, Wal2JsonDecoder -> TransactionAssembler ->
 #             EventBuilder -> EventLog
-# Each target is compiled directly from the pure parsing sources it needs (no
-# libpq, no sockets) into $FUZZ_BUILD_DIR (default build-fuzz/). It first
-# replays tests/fuzz/regressions/<name>/ (inputs of past findings), then
-# fuzzes a copy of its seed corpus in build-fuzz/corpus-<name>/, which keeps
-# what it learns across runs; the repository is never written to.
+# Each target is built by CMake (tests/fuzz/CMakeLists.txt) from the same
+# library targets as the product (schema, cdc, watchserver_core,
+# watchserver), in $FUZZ_BUILD_DIR (default build-fuzz/) configured with
+# WALWATCH_FUZZ=ON and clang, which compiles everything with libFuzzer's
+# instrumentation, ASan and UBSan (tests/fuzz/sanitizers.cmake). No source
+# list is kept here. It first replays tests/fuzz/regressions/<name>/ (inputs
+# of past findings), then fuzzes a copy of its seed corpus in
+# build-fuzz/corpus-<name>/, which keeps what it learns across runs; the
+# repository is never written to. (`make test` replays the seed corpus and
+# the regressions through the same sources built by g++: ctest
+# fuzz_replay_<name>.)
 #
 # Usage: tests/fuzz/run-fuzz.sh [TARGET...]     (default: all four)
 #   FUZZ_RUNS=1000000   executions per target
@@ -24,7 +30,7 @@
 #
 # A finding: libFuzzer prints the stack and writes the input to
 # build-fuzz/artifacts/<target>-crash-<sha1>. Replay it with
-#   build-fuzz/<target>_fuzz build-fuzz/artifacts/<target>-crash-<sha1>
+#   build-fuzz/fuzz/<target>_fuzz build-fuzz/artifacts/<target>-crash-<sha1>
 # then keep it as tests/fuzz/regressions/<target>/<name> with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,33 +43,17 @@ ALL_TARGETS=(http selector rv wal2json)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 
-# Sources, extra flags and -max_len per target.
-declare -A SOURCES FLAGS MAX_LEN
-SOURCES[http]="tests/fuzz/http_request_fuzz.cc watchserver/watch_request.cc
-  watchserver/selector.cc watchserver/k8s_status.cc watchserver/event_log.cc
-  watchserver/event.cc watchserver/filter_fields.cc"
-SOURCES[selector]="tests/fuzz/selector_fuzz.cc watchserver/selector.cc
-  watchserver/event.cc watchserver/filter_fields.cc"
-SOURCES[rv]="tests/fuzz/rv_fuzz.cc cdc/lsn.cc watchserver/watch_request.cc
-  watchserver/k8s_status.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
-SOURCES[wal2json]="tests/fuzz/wal2json_fuzz.cc cdc/wal2json_decoder.cc
-  cdc/transaction_assembler.cc cdc/event_builder.cc cdc/lsn.cc
-  schema/table_mapping.cc watchserver/event_log.cc watchserver/event.cc watchserver/filter_fields.cc"
-# Boost assertions go to the handler in http_request_fuzz.cc (one of
-# Beast 1.74's is wrong).
-FLAGS[http]="-DBOOST_ENABLE_ASSERT_HANDLER -lsimdjson"
-FLAGS[selector]=""
-FLAGS[rv]="-lsimdjson"
-FLAGS[wal2json]="-DSIMDJSON_DEVELOPMENT_CHECKS=1 -lsimdjson"
-# http: the session's read buffer (16 KiB header + 8 KiB body + 4 KiB);
-# wal2json: captured lines reach 21 KiB, and a transaction holds several.
+# -max_len per target. http: the session's read buffer (16 KiB header +
+# 8 KiB body + 4 KiB); wal2json: captured lines reach 21 KiB, and a
+# transaction holds several.
+declare -A MAX_LEN
 MAX_LEN[http]=28672
 MAX_LEN[selector]=4096
 MAX_LEN[rv]=256
 MAX_LEN[wal2json]=65536
 
 for t in "${TARGETS[@]}"; do
-  if [[ -z "${SOURCES[$t]+set}" ]]; then
+  if [[ -z "${MAX_LEN[$t]+set}" ]]; then
     echo "run-fuzz: unknown target '$t' (known: ${ALL_TARGETS[*]})" >&2
     exit 2
   fi
@@ -78,80 +68,34 @@ if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned 
   exit 1
 fi
 
-mkdir -p "$OUT/generated/schema" "$OUT/artifacts"
+mkdir -p "$OUT/artifacts"
 
-# schema/default_mapping.h, as CMake's configure_file writes it. The
-# replacement is quoted so that bash 5.2 does not expand '&' in it.
-template=$(<schema/default_mapping.h.in)
-mapping_json=$(<schema/clusterpedia-resources.mapping.json)
-generated="${template/@WALWATCH_DEFAULT_MAPPING_JSON@/"$mapping_json"}"
-if [[ ! -f "$OUT/generated/schema/default_mapping.h" ]] ||
-   [[ "$(<"$OUT/generated/schema/default_mapping.h")" != "$generated" ]]; then
-  printf '%s\n' "$generated" >"$OUT/generated/schema/default_mapping.h"
+# Debug: assert() stays on in the product's code (sanitizers.cmake adds
+# -O1). -march as the release build (WALWATCH_MARCH): simdjson's On-Demand
+# parser is inline and picks its kernel at compile time, so this fuzzes the
+# kernel the release build runs. The tests and the product binary are not
+# built here.
+if ! cmake -S . -B "$OUT" -DWALWATCH_FUZZ=ON -DWALWATCH_BUILD_TESTS=OFF \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER="$CXX" \
+    -DWALWATCH_MARCH="${FUZZ_MARCH:-haswell}" >"$OUT/configure.log" 2>&1; then
+  cat "$OUT/configure.log" >&2
+  echo "run-fuzz: configuring $OUT failed (a build dir made with another compiler? remove $OUT)" >&2
+  exit 1
 fi
-
-# -march as CMakeLists.txt's WALWATCH_MARCH: simdjson's On-Demand parser is
-# inline and picks its kernel at compile time, so this fuzzes the kernel
-# the release build runs (haswell: AVX2, BMI, PCLMULQDQ).
-CXXFLAGS=("-fsanitize=fuzzer,address,undefined" -fno-sanitize-recover=undefined
-          -g -O1 -std=c++17 "-march=${FUZZ_MARCH:-haswell}"
-          -Wall -Wextra -Wno-unused-parameter
-          -I. -I"$OUT/generated")
-
-# The compile command of a target, recorded next to its binary.
-command_of() {
-  local t=$1
-  echo "$CXX ${CXXFLAGS[*]} ${SOURCES[$t]} ${FLAGS[$t]}"
-}
-
-# Rebuilds a target when it is missing, was built with another command, or
-# is older than any source or header.
-needs_build() {
-  local t=$1
-  local bin="$OUT/${t}_fuzz"
-  [[ ! -x "$bin" ]] && return 0
-  [[ "$(cat "$bin.cmd" 2>/dev/null)" != "$(command_of "$t")" ]] && return 0
-  [[ -n "$(find cdc watchserver schema tests/fuzz "$OUT/generated" \
-             \( -name '*.cc' -o -name '*.h' \) -newer "$bin" -print -quit)" ]]
-}
-
-build() {
-  local t=$1
-  local bin="$OUT/${t}_fuzz"
-  # shellcheck disable=SC2086  # word splitting of the lists is intended
-  if "$CXX" "${CXXFLAGS[@]}" -o "$bin" ${SOURCES[$t]} ${FLAGS[$t]} \
-      >"$OUT/build-$t.log" 2>&1; then
-    command_of "$t" >"$bin.cmd"
-    echo "run-fuzz: built $bin"
-  else
-    cat "$OUT/build-$t.log" >&2
-    echo "run-fuzz: building $bin failed" >&2
-    return 1
-  fi
-}
-
-# Up to JOBS compiles at a time, in batches.
-failed=0
-pending=()
-for t in "${TARGETS[@]}"; do
-  needs_build "$t" && pending+=("$t")
-done
-for ((i = 0; i < ${#pending[@]}; i += JOBS)); do
-  pids=()
-  for t in "${pending[@]:i:JOBS}"; do
-    build "$t" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" || failed=1
-  done
-done
-((failed == 0)) || exit 1
+build_targets=()
+for t in "${TARGETS[@]}"; do build_targets+=("${t}_fuzz"); done
+if ! cmake --build "$OUT" -j"$JOBS" --target "${build_targets[@]}" \
+    >"$OUT/build.log" 2>&1; then
+  tail -n 80 "$OUT/build.log" >&2
+  echo "run-fuzz: building ${build_targets[*]} failed (log $OUT/build.log)" >&2
+  exit 1
+fi
+echo "run-fuzz: built ${build_targets[*]} in $OUT/fuzz/"
 
 summary=()
 status=0
 for t in "${TARGETS[@]}"; do
-  bin="$OUT/${t}_fuzz"
+  bin="$OUT/fuzz/${t}_fuzz"
   dict=()
   [[ -f "tests/fuzz/$t.dict" ]] && dict=(-dict="tests/fuzz/$t.dict")
 
