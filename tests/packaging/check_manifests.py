@@ -681,6 +681,14 @@ def check_rules(rules_docs, sources, root, jobs):
                 for md, anchor in refs:
                     check(anchor in github_anchors(os.path.join(root, md)),
                           f"{where}: runbook {md}#{anchor} exists")
+                # One runbook per alert: the first reference is the
+                # alert's own section of packaging/kubernetes/README.md.
+                name = rule.get("alert", "")
+                check(refs[0] == ("packaging/kubernetes/README.md",
+                                  name.lower()),
+                      f"{where}: its first runbook is its own section",
+                      f"{refs[0][0]}#{refs[0][1]}, expected "
+                      f"packaging/kubernetes/README.md#{name.lower()}")
 
 
 def check_dashboard(path, sources, root):

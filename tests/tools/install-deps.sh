@@ -17,6 +17,14 @@ PACKAGES=(
   clang libclang-rt-14-dev
   "$@"
 )
+# kubectl, a client only (packaging_manifests and the kubectl client tests):
+# Debian 12's kubernetes-client is 1.20, which does what the tests ask of it
+# (`kubectl get --raw` on a watch, `kubectl kustomize` of these manifests).
+# Installed only where no kubectl is on PATH, so that a newer one installed
+# by other means is never overwritten.
+if ! command -v kubectl >/dev/null 2>&1; then
+  PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
