@@ -4,6 +4,10 @@
 #include <array>
 #include <cassert>
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
 
 #include <simdjson.h>
 
@@ -78,11 +82,15 @@ struct Pending {
   EventType type = EventType::kAdded;
   RowView row{};
   ObjectLayout layout;
-  // A MODIFIED whose labels changed: the old row and its layout, so that
-  // watches the object leaves can be sent its previous state.
-  bool labels_changed = false;
+  // A MODIFIED: the row before the transaction (has_old). If its labels
+  // differ, the event also carries that state (labels_changed, old_layout)
+  // for the watches the object leaves.
+  bool has_old = false;
   RowView old_row{};
+  bool labels_changed = false;
   ObjectLayout old_layout;
+  // Folded into nothing (ADDED, then DELETED in the same transaction).
+  bool folded_away = false;
 };
 
 // Labels as a set: the same pairs in any order.
@@ -317,15 +325,51 @@ void EventBuilder::Impl::WriteWire(const Wire& w, char* out) {
   }
 }
 
-void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
-                         Result* out) {
+namespace {
+
+// One object, as the fold sees it: its identity keys, uid included. Two
+// rows with equal keys are two states of one object.
+uint64_t IdentityHash(const RowView& row) {
+  uint64_t h = 1469598103934665603ull;
+  for (MappedField f : kIdentityKeys) {
+    const ColumnValue& c = Col(row, f);
+    h = (h ^ std::hash<std::string_view>()(c.text)) * 1099511628211ull;
+    h = (h ^ static_cast<uint64_t>(c.state)) * 1099511628211ull;
+  }
+  return h;
+}
+
+bool SameIdentity(const RowView& a, const RowView& b) {
+  for (MappedField f : kIdentityKeys) {
+    if (Col(a, f) != Col(b, f)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void EventBuilder::Build(const Transaction& txn, Result* out) {
+  BuildEvents(txn, std::nullopt, out);
+}
+
+void EventBuilder::BuildAt(const Transaction& rows, uint64_t rv,
+                           Result* out) {
+  BuildEvents(rows, rv, out);
+}
+
+void EventBuilder::BuildEvents(const Transaction& txn,
+                               std::optional<uint64_t> fixed_rv,
+                               Result* out) {
   std::vector<Pending> pending;
   pending.reserve(txn.changes.size());
   auto where = [&](const RowChange& c) {
     return " (transaction " + std::to_string(txn.xid) + ", change at " +
            FormatLsn(c.lsn) + ")";
   };
-  auto add = [&](EventType type, const RowView& row, const RowChange& c) {
+  // Checks that `row` holds an object and reads its layout; false (and an
+  // error) if it cannot become an event.
+  auto analyze = [&](const RowView& row, const RowChange& c,
+                     ObjectLayout* layout) {
     const ColumnValue& object = Col(row, MappedField::kObject);
     if (object.state != ColumnValue::State::kValue) {
       const char* why =
@@ -337,26 +381,107 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
               : "the object column is missing from the row: the table needs "
                 "REPLICA IDENTITY FULL";
       out->errors.push_back(why + where(c));
-      return;
+      return false;
     }
+    std::string err = impl_->Analyze(object.text, layout);
+    if (!err.empty()) {
+      out->errors.push_back(OneLine(err + where(c)));
+      return false;
+    }
+    return true;
+  };
+
+  // One event per object per transaction (DESIGN.md "resourceVersion"): a
+  // reader sees the transaction whole or not at all, so the states in
+  // between were never visible, and each object's changes fold into their
+  // net change, at the position of its first one. Keyed by identity, uid
+  // included: a new uid is another object. Snapshot rows (fixed_rv) are
+  // distinct objects already.
+  const bool fold = !fixed_rv && txn.changes.size() > 1;
+  std::unordered_multimap<uint64_t, size_t> index;  // IdentityHash -> pending
+  auto find = [&](const RowView& row) -> Pending* {
+    if (!fold) return nullptr;
+    auto [it, end] = index.equal_range(IdentityHash(row));
+    for (; it != end; ++it) {
+      Pending& p = pending[it->second];
+      if (!p.folded_away && SameIdentity(p.row, row)) return &p;
+    }
+    return nullptr;
+  };
+  auto push = [&](EventType type, const RowView& row, const RowView* old,
+                  const RowChange& c) {
     Pending p;
     p.type = type;
     p.row = row;
-    std::string err = impl_->Analyze(object.text, &p.layout);
-    if (!err.empty()) {
-      out->errors.push_back(OneLine(err + where(c)));
-      return;
+    if (!analyze(row, c, &p.layout)) return;
+    if (old != nullptr) {
+      p.has_old = true;
+      p.old_row = *old;
     }
+    if (fold) index.emplace(IdentityHash(row), pending.size());
     pending.push_back(std::move(p));
+  };
+  // `old`: the row before this change, for a MODIFIED.
+  auto offer = [&](EventType type, const RowView& row, const RowView* old,
+                   const RowChange& c) {
+    Pending* p = find(row);
+    if (p == nullptr) return push(type, row, old, c);
+    ObjectLayout layout;
+    switch (p->type) {
+      case EventType::kAdded:
+        if (type == EventType::kDeleted) {  // ADDED, DELETED: nothing
+          p->folded_away = true;
+          return;
+        }
+        if (type != EventType::kModified) break;
+        // ADDED, MODIFIED: ADDED of the last state.
+        if (!analyze(row, c, &layout)) return;
+        p->row = row;
+        p->layout = std::move(layout);
+        return;
+      case EventType::kModified:
+        if (type == EventType::kModified) {
+          // MODIFIED twice: the last state, from the state before.
+          if (!analyze(row, c, &layout)) return;
+          p->row = row;
+          p->layout = std::move(layout);
+          return;
+        }
+        if (type != EventType::kDeleted) break;
+        // MODIFIED, DELETED: DELETED of the state before the transaction,
+        // the last one any watcher saw, so that each watch it selected, and
+        // only those, drops it.
+        if (!analyze(p->old_row, c, &layout)) return;
+        p->type = EventType::kDeleted;
+        p->row = p->old_row;
+        p->layout = std::move(layout);
+        p->has_old = false;
+        return;
+      case EventType::kDeleted:
+        if (type != EventType::kAdded) break;
+        // DELETED, ADDED of the same uid: MODIFIED from the state before.
+        if (!analyze(row, c, &layout)) return;
+        p->old_row = p->row;
+        p->has_old = true;
+        p->type = EventType::kModified;
+        p->row = row;
+        p->layout = std::move(layout);
+        return;
+      default:
+        break;
+    }
+    // A sequence one unique key rules out (ADDED twice, say): nothing to
+    // fold, the change stands as it came.
+    push(type, row, old, c);
   };
 
   for (const RowChange& c : txn.changes) {
     switch (c.action) {
       case Wal2JsonAction::kInsert:
-        add(EventType::kAdded, ViewOf(c.columns), c);
+        offer(EventType::kAdded, ViewOf(c.columns), nullptr, c);
         break;
       case Wal2JsonAction::kDelete:
-        add(EventType::kDeleted, ViewOf(c.identity), c);
+        offer(EventType::kDeleted, ViewOf(c.identity), nullptr, c);
         break;
       case Wal2JsonAction::kUpdate: {
         RowView now = MergedNewRow(c);
@@ -379,31 +504,14 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
           key_changed |= Col(old, f) != Col(now, f);
         }
         if (key_changed) {
-          add(EventType::kDeleted, old, c);
-          add(EventType::kAdded, now, c);
+          offer(EventType::kDeleted, old, nullptr, c);
+          offer(EventType::kAdded, now, nullptr, c);
         } else if (Col(old, MappedField::kObject) ==
                        Col(now, MappedField::kObject) &&
                    Col(old, MappedField::kKind) == Col(now, MappedField::kKind)) {
           ++out->unchanged_updates;
         } else {
-          size_t before = pending.size();
-          add(EventType::kModified, now, c);
-          // The label selection of a watch may change with the labels: keep
-          // the old state for the watches the object leaves.
-          if (pending.size() > before &&
-              Col(old, MappedField::kObject).state ==
-                  ColumnValue::State::kValue) {
-            Pending& p = pending.back();
-            ObjectLayout old_layout;
-            if (impl_->Analyze(Col(old, MappedField::kObject).text,
-                               &old_layout)
-                    .empty() &&
-                !SameLabels(old_layout.labels, p.layout.labels)) {
-              p.labels_changed = true;
-              p.old_row = old;
-              p.old_layout = std::move(old_layout);
-            }
-          }
+          offer(EventType::kModified, now, &old, c);
         }
         break;
       }
@@ -412,9 +520,31 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
     }
   }
 
+  size_t last = pending.size();
   for (size_t i = 0; i < pending.size(); ++i) {
-    const Pending& p = pending[i];
-    const uint64_t rv = i + 1 == pending.size() ? txn.commit_lsn : prev_rv;
+    if (!pending[i].folded_away) last = i;
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& p = pending[i];
+    if (p.folded_away) continue;
+    // The last event carries the commit LSN, the others the position just
+    // before it: commit records start 8-byte aligned, so c(T) - 1 lies
+    // above every earlier transaction's RV and every position between
+    // transactions that walwatch reports (PROTOCOL.md "resourceVersion").
+    const uint64_t rv = fixed_rv ? *fixed_rv
+                        : i == last || txn.commit_lsn == 0 ? txn.commit_lsn
+                                                          : txn.commit_lsn - 1;
+    // The label selection of a watch may change with the labels: keep the
+    // state before the transaction for the watches the object leaves.
+    if (p.type == EventType::kModified && p.has_old &&
+        Col(p.old_row, MappedField::kObject).state ==
+            ColumnValue::State::kValue &&
+        impl_->Analyze(Col(p.old_row, MappedField::kObject).text,
+                       &p.old_layout)
+            .empty() &&
+        !SameLabels(p.old_layout.labels, p.layout.labels)) {
+      p.labels_changed = true;
+    }
     FilterFields::Values values;
     values.group = Col(p.row, MappedField::kGroup).text;
     values.version = Col(p.row, MappedField::kVersion).text;
@@ -439,7 +569,7 @@ void EventBuilder::Build(const Transaction& txn, uint64_t prev_rv,
         impl_->arena);
     Impl::WriteWire(wire, e->mutable_wire());
     if (p.labels_changed) Impl::WriteWire(prev_wire, e->mutable_prev_wire());
-    e->last_in_txn = i + 1 == pending.size();
+    e->last_in_txn = i == last;
     e->rv = rv;
     e->commit_lsn = txn.commit_lsn;
     e->xid = txn.full_xid;

@@ -9,8 +9,12 @@
 //     name) changed -> DELETED(old) then ADDED(new);
 //     nothing mapped changed (object, kind and keys equal) -> no event;
 //     otherwise -> MODIFIED(new).
-// resourceVersions: the last event of a transaction carries the commit LSN;
-// the others carry the previous transaction's commit LSN. Each object's
+// One event per object per transaction: an object's changes fold into their
+// net change (ADDED+MODIFIED -> ADDED; MODIFIED+MODIFIED -> MODIFIED;
+// ADDED+DELETED -> none; MODIFIED+DELETED -> DELETED of the state before the
+// transaction), so no two versions of it share the transaction's RVs.
+// resourceVersions: the last event of a transaction carries its commit LSN
+// c(T); the others carry c(T) - 1 (PROTOCOL.md "resourceVersion"). Each object's
 // metadata.resourceVersion is set to its event's RV by splicing the bytes,
 // and the member cluster's value moves to the annotation
 // kMemberResourceVersionAnnotation.
@@ -20,6 +24,7 @@
 #define WALWATCH_CDC_EVENT_BUILDER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,10 +56,15 @@ class EventBuilder {
     size_t unchanged_updates = 0;  // updates that produced no event
   };
 
-  // prev_rv: the commit LSN of the transaction before `txn` in the stream.
-  void Build(const Transaction& txn, uint64_t prev_rv, Result* out);
+  // A committed transaction of the stream.
+  void Build(const Transaction& txn, Result* out);
+  // Rows read from a snapshot (INSERTs, distinct objects): every event
+  // carries `rv`, and nothing is folded.
+  void BuildAt(const Transaction& rows, uint64_t rv, Result* out);
 
  private:
+  void BuildEvents(const Transaction& txn, std::optional<uint64_t> fixed_rv,
+                   Result* out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -504,7 +504,7 @@ void ReplicationStream::Impl::OnCommit() {
   built.events.clear();
   built.errors.clear();
   built.unchanged_updates = 0;
-  builder.Build(txn, log->current_rv(), &built);
+  builder.Build(txn, &built);
   stats->unchanged_updates += built.unchanged_updates;
   for (const std::string& err : built.errors) {
     ++stats->row_errors;

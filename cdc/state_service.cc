@@ -339,7 +339,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
         }
       }
       EventBuilder::Result built;
-      builder_.Build(txn, h.rv, &built);
+      builder_.BuildAt(txn, h.rv, &built);
       for (const std::string& e : built.errors) {
         LogError("a row of the state could not become an event",
                  {{"error", e}});

@@ -804,7 +804,6 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
     // Each pass replays the same commits: forget the last one seen, or the
     // assembler drops them as re-sent duplicates.
     assembler.set_last_commit_lsn(0);
-    uint64_t prev_rv = 0;
     for (const Line& line : c.lines) {
       std::string err = decoder.Decode(line.view(), &record);
       TransactionAssembler::Outcome outcome;
@@ -816,7 +815,7 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
       if (outcome != TransactionAssembler::Outcome::kCommitted) continue;
       built.events.clear();
       built.errors.clear();
-      builder.Build(txn, prev_rv, &built);
+      builder.Build(txn, &built);
       if (!built.errors.empty() || built.events.size() != 1) {
         state.SkipWithError(built.errors.empty() ? "not one event per row"
                                                  : built.errors[0].c_str());
@@ -824,7 +823,6 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
       }
       events += built.events.size();
       benchmark::DoNotOptimize(built.events.front()->wire().data());
-      prev_rv = txn.commit_lsn;
     }
   }
   benchmark::DoNotOptimize(events);

@@ -97,10 +97,9 @@ void ExpectWire(const Event& e, const std::string& original, const char* type,
 
 class EventBuilderTest : public ::testing::Test {
  protected:
-  // Builds `txn` as the transaction after `prev_rv`.
-  EventBuilder::Result Build(const Transaction& txn, uint64_t prev_rv) {
+  EventBuilder::Result Build(const Transaction& txn) {
     EventBuilder::Result r;
-    builder_.Build(txn, prev_rv, &r);
+    builder_.Build(txn, &r);
     return r;
   }
 
@@ -116,7 +115,7 @@ constexpr char kObjectN2[] =
 TEST_F(EventBuilderTest, InsertIsAdded) {
   auto txns = Assemble(CaptureLines(1, 3));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kStartRv);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(r.unchanged_updates, 0u);
   ASSERT_EQ(r.events.size(), 1u);
@@ -161,7 +160,7 @@ TEST_F(EventBuilderTest, InsertIsAdded) {
 TEST_F(EventBuilderTest, UpdateIsModified) {
   auto txns = Assemble(CaptureLines(4, 6));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit746);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   const Event& e = *r.events[0];
@@ -177,7 +176,7 @@ TEST_F(EventBuilderTest, EventRecordingUpdateIsNoEvent) {
   auto txns = Assemble(CaptureLines(7, 9));
   ASSERT_EQ(txns.size(), 1u);
   ASSERT_EQ(txns[0].changes.size(), 1u);
-  auto r = Build(txns[0], kCommit747);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.events.empty());
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(r.unchanged_updates, 1u);
@@ -186,7 +185,7 @@ TEST_F(EventBuilderTest, EventRecordingUpdateIsNoEvent) {
 TEST_F(EventBuilderTest, EmptyTransactionIsNoEvent) {
   auto txns = Assemble(CaptureLines(10, 11));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit748);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.events.empty());
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(r.unchanged_updates, 0u);
@@ -195,7 +194,7 @@ TEST_F(EventBuilderTest, EmptyTransactionIsNoEvent) {
 TEST_F(EventBuilderTest, UpdateToLargeObjectIsModified) {
   auto txns = Assemble(CaptureLines(12, 14));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit749);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0]->type, EventType::kModified);
@@ -210,7 +209,7 @@ TEST_F(EventBuilderTest, ToastOmittedUnchangedObjectIsNoEvent) {
   ASSERT_EQ(txns[0].changes.size(), 1u);
   ASSERT_EQ(txns[0].changes[0].columns[MappedField::kObject].state,
             State::kAbsent);
-  auto r = Build(txns[0], kCommit750);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.events.empty());
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(r.unchanged_updates, 1u);
@@ -226,7 +225,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKeyChangeComesFromIdentity) {
             lines[1].find("\"identity\""));
   auto txns = Assemble(lines);
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit750);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   ASSERT_EQ(r.events.size(), 2u);
   const std::string big = ColumnOf(lines_[15], "identity", "object");
@@ -235,7 +234,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKeyChangeComesFromIdentity) {
   const Event& del = *r.events[0];
   EXPECT_EQ(del.type, EventType::kDeleted);
   EXPECT_EQ(del.name(), "p1");
-  EXPECT_EQ(del.rv, kCommit750);  // not last: the previous commit
+  EXPECT_EQ(del.rv, kCommit751 - 1);  // not last: just before the commit
   EXPECT_FALSE(del.last_in_txn);
   EXPECT_EQ(del.commit_lsn, kCommit751);
   ExpectWire(del, big, "DELETED", "100");
@@ -255,7 +254,7 @@ TEST_F(EventBuilderTest, ToastOmittedObjectWithKindChangeIsModified) {
                            R"({"name":"kind","value":"Pod2"})", "\"columns\""));
   auto txns = Assemble(lines);
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit750);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0]->type, EventType::kModified);
@@ -272,11 +271,11 @@ TEST_F(EventBuilderTest, UidChangeIsDeletedThenAdded) {
                            R"({"name":"uid","value":"u9"})", "\"columns\""));
   auto txns = Assemble(lines);
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit746);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(r.events[0]->type, EventType::kDeleted);
-  EXPECT_EQ(r.events[0]->rv, kCommit746);
+  EXPECT_EQ(r.events[0]->rv, kCommit747 - 1);
   EXPECT_FALSE(r.events[0]->last_in_txn);
   ExpectWire(*r.events[0], kObjectN1500, "DELETED", "100");  // the old row
   EXPECT_EQ(r.events[1]->type, EventType::kAdded);
@@ -285,40 +284,21 @@ TEST_F(EventBuilderTest, UidChangeIsDeletedThenAdded) {
   ExpectWire(*r.events[1], kObjectN2, "ADDED", "100");  // the new row
 }
 
-TEST_F(EventBuilderTest, MultiRowTransactionRvs) {
+// The capture's transaction inserts d1 and deletes it again: no reader ever
+// saw d1, so it folds into nothing (and the transaction only moves the RV).
+TEST_F(EventBuilderTest, InsertThenDeleteInOneTransactionIsNothing) {
   auto txns = Assemble(CaptureLines(18, 21));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit751);
+  ASSERT_EQ(txns[0].changes.size(), 2u);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
-  ASSERT_EQ(r.events.size(), 2u);
-  const Event& add = *r.events[0];
-  const Event& del = *r.events[1];
-  EXPECT_EQ(add.type, EventType::kAdded);
-  EXPECT_EQ(add.rv, kCommit751);
-  EXPECT_FALSE(add.last_in_txn);
-  EXPECT_EQ(add.commit_lsn, kCommit752);
-  EXPECT_EQ(del.type, EventType::kDeleted);
-  EXPECT_EQ(del.rv, kCommit752);
-  EXPECT_TRUE(del.last_in_txn);
-  EXPECT_EQ(del.commit_lsn, kCommit752);
-  for (const auto& e : r.events) {
-    EXPECT_EQ(e->group(), "apps");
-    EXPECT_EQ(e->resource(), "deployments");
-    EXPECT_EQ(e->kind(), "Deployment");
-    EXPECT_EQ(e->ns(), "ns");
-    EXPECT_EQ(e->name(), "d1");
-    EXPECT_TRUE(e->labels().ToList().empty());
-    // {"metadata": {}}: the RV is added, no member annotation is invented.
-    ExpectWire(*e, R"({"metadata": {}})", EventTypeName(e->type), std::nullopt);
-    EXPECT_FALSE(json::parse(e->wire())["object"]["metadata"].contains(
-        "annotations"));
-  }
+  EXPECT_TRUE(r.events.empty());
 }
 
 TEST_F(EventBuilderTest, DeleteCarriesTheFullOldObject) {
   auto txns = Assemble(CaptureLines(22, 24));
   ASSERT_EQ(txns.size(), 1u);
-  auto r = Build(txns[0], kCommit752);
+  auto r = Build(txns[0]);
   EXPECT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   const Event& e = *r.events[0];
@@ -336,20 +316,18 @@ TEST_F(EventBuilderTest, WholeCaptureInOrder) {
   auto txns = Assemble(ReadCaptureLines());
   ASSERT_EQ(txns.size(), 9u);
   EXPECT_TRUE(txns.back().truncated);  // the caller turns it into a barrier
-  uint64_t prev = kStartRv;
   std::vector<EventPtr> all;
   size_t unchanged = 0;
   for (const auto& t : txns) {
-    auto r = Build(t, prev);
+    auto r = Build(t);
     EXPECT_TRUE(r.errors.empty());
     unchanged += r.unchanged_updates;
     for (auto& e : r.events) all.push_back(e);
-    prev = t.commit_lsn;
   }
   EXPECT_EQ(unchanged, 2u);
+  // The ADDED and DELETED of d1 in one transaction fold into nothing.
   const EventType want[] = {EventType::kAdded, EventType::kModified,
-                            EventType::kModified, EventType::kAdded,
-                            EventType::kDeleted, EventType::kDeleted};
+                            EventType::kModified, EventType::kDeleted};
   ASSERT_EQ(all.size(), std::size(want));
   for (size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i]->type, want[i]) << i;
@@ -448,7 +426,7 @@ TEST_F(EventBuilderTest, ObjectLayoutsProduceValidJson) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.object);
-    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, c.object)}), 0x100);
+    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, c.object)}));
     EXPECT_TRUE(r.errors.empty()) << r.errors.front();
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0]->rv, 0x9000u);
@@ -465,7 +443,7 @@ TEST_F(EventBuilderTest, AnExistingMemberRvAnnotationIsReplaced) {
            R"({"metadata": {"annotations": {"walwatch.clusterpedia.io/member-resource-version" : "3" , "z": "y"}, "resourceVersion": "7"}})",
        }) {
     SCOPED_TRACE(object);
-    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, object)}), 0x100);
+    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, object)}));
     ASSERT_TRUE(r.errors.empty()) << r.errors.front();
     ASSERT_EQ(r.events.size(), 1u);
     ExpectWire(*r.events[0], object, "ADDED", "7");
@@ -481,8 +459,7 @@ TEST_F(EventBuilderTest, LargestRvIsWrittenInFull) {
   auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}"),
                         MakeRow(Wal2JsonAction::kInsert,
                                 R"({"metadata": {"resourceVersion": "1"}})")},
-                       UINT64_MAX),
-                 UINT64_MAX - 1);
+                       UINT64_MAX));
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(json::parse(r.events[0]->wire())["object"]["metadata"]
                 ["resourceVersion"],
@@ -496,8 +473,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
   auto r = Build(
       TxnOf({MakeRow(
           Wal2JsonAction::kInsert,
-          R"({"metadata": {"labels": {"a\"b": "c\\d", "e": "\u00e9", "f": "", "app.kubernetes.io/name": "x"}}})")}),
-      0x100);
+          R"({"metadata": {"labels": {"a\"b": "c\\d", "e": "\u00e9", "f": "", "app.kubernetes.io/name": "x"}}})")}));
   ASSERT_EQ(r.events.size(), 1u);
   const auto& labels = r.events[0]->labels().ToList();
   ASSERT_EQ(labels.size(), 4u);
@@ -508,7 +484,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
             (std::pair<std::string, std::string>{"app.kubernetes.io/name", "x"}));
   // No labels, or an empty map: none.
   for (const char* obj : {R"({"metadata": {"labels": {}}})", "{}"}) {
-    auto e = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), 0x100);
+    auto e = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}));
     ASSERT_EQ(e.events.size(), 1u) << obj;
     EXPECT_TRUE(e.events[0]->labels().ToList().empty()) << obj;
   }
@@ -519,7 +495,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
 void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
   SCOPED_TRACE("object: " + obj);
   EventBuilder::Result r;
-  builder->Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), 0x100, &r);
+  builder->Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), &r);
   EXPECT_TRUE(r.events.empty())
       << "event built: " << (r.events.empty() ? "" : r.events[0]->wire());
   EXPECT_EQ(r.errors.size(), 1u);
@@ -534,12 +510,12 @@ void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
       TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
              MakeRow(Wal2JsonAction::kUpdate, obj, State::kValue, "b"),
              MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "c")}),
-      0x100, &three);
+      &three);
   EXPECT_EQ(three.errors.size(), 1u);
   EXPECT_EQ(three.events.size(), 2u);
   if (three.events.size() != 2) return;
   EXPECT_EQ(three.events[0]->name(), "a");
-  EXPECT_EQ(three.events[0]->rv, 0x100u);
+  EXPECT_EQ(three.events[0]->rv, 0x9000u - 1);
   EXPECT_FALSE(three.events[0]->last_in_txn);
   EXPECT_EQ(three.events[1]->name(), "c");
   EXPECT_EQ(three.events[1]->rv, 0x9000u);
@@ -590,8 +566,7 @@ TEST_F(EventBuilderTest, BytesAfterTheObjectAreErrors) {
 
 TEST_F(EventBuilderTest, BadLastRowLeavesTheGoodOneLast) {
   auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
-                        MakeRow(Wal2JsonAction::kInsert, "[]", State::kValue, "b")}),
-                 0x100);
+                        MakeRow(Wal2JsonAction::kInsert, "[]", State::kValue, "b")}));
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0]->name(), "a");
   EXPECT_TRUE(r.events[0]->last_in_txn);
@@ -601,21 +576,21 @@ TEST_F(EventBuilderTest, BadLastRowLeavesTheGoodOneLast) {
 
 TEST_F(EventBuilderTest, NullOrMissingObjectIsAnError) {
   auto null_obj =
-      Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kNull)}), 0x100);
+      Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kNull)}));
   EXPECT_TRUE(null_obj.events.empty());
   ASSERT_EQ(null_obj.errors.size(), 1u);
   EXPECT_NE(null_obj.errors[0].find("NULL"), std::string::npos);
 
   // A DELETE under REPLICA IDENTITY DEFAULT has only the key.
   auto missing = Build(
-      TxnOf({MakeRow(Wal2JsonAction::kDelete, "", State::kAbsent)}), 0x100);
+      TxnOf({MakeRow(Wal2JsonAction::kDelete, "", State::kAbsent)}));
   EXPECT_TRUE(missing.events.empty());
   ASSERT_EQ(missing.errors.size(), 1u);
   EXPECT_NE(missing.errors[0].find("REPLICA IDENTITY FULL"), std::string::npos);
 
   // An INSERT always carries every column: the hint would mislead.
   auto inserted = Build(
-      TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kAbsent)}), 0x100);
+      TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kAbsent)}));
   ASSERT_EQ(inserted.errors.size(), 1u);
   EXPECT_EQ(inserted.errors[0].find("REPLICA IDENTITY"), std::string::npos)
       << inserted.errors[0];
@@ -626,8 +601,7 @@ TEST_F(EventBuilderTest, NullOrMissingObjectIsAnError) {
 // from a plain MODIFIED, so it is an error (and the transaction a barrier).
 TEST_F(EventBuilderTest, UpdateWithoutOldRowIsAnError) {
   auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kUpdate,
-                                R"({"metadata": {"resourceVersion": "5"}})")}),
-                 0x100);
+                                R"({"metadata": {"resourceVersion": "5"}})")}));
   EXPECT_TRUE(r.events.empty());
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_NE(r.errors[0].find("REPLICA IDENTITY FULL"), std::string::npos)
@@ -644,7 +618,7 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
     RowChange c = MakeRow(Wal2JsonAction::kUpdate, R"({"metadata": {}})");
     c.identity = c.columns;
     c.columns[f].text += "-new";
-    auto r = Build(TxnOf({std::move(c)}), 0x100);
+    auto r = Build(TxnOf({std::move(c)}));
     ASSERT_EQ(r.events.size(), 2u);
     EXPECT_EQ(r.events[0]->type, EventType::kDeleted);
     EXPECT_EQ(r.events[1]->type, EventType::kAdded);
@@ -658,7 +632,7 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
     } else {
       c.columns[f].text += "2";
     }
-    auto r = Build(TxnOf({std::move(c)}), 0x100);
+    auto r = Build(TxnOf({std::move(c)}));
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0]->type, EventType::kModified);
   }
@@ -675,7 +649,7 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
       Wal2JsonAction::kDelete,
       R"({"metadata": {"labels": {"app": "old"}, "resourceVersion": "5"}})");
   c.identity = old.identity;
-  auto r = Build(TxnOf({c}), 0x100);
+  auto r = Build(TxnOf({c}));
   ASSERT_TRUE(r.errors.empty());
   ASSERT_EQ(r.events.size(), 1u);
   const Event& e = *r.events[0];
@@ -698,7 +672,7 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
       Wal2JsonAction::kDelete,
       R"({"metadata": {"labels": {"b": "2", "a": "1"}}, "spec": 1})");
   same.identity = same_old.identity;
-  auto r2 = Build(TxnOf({same}), 0x100);
+  auto r2 = Build(TxnOf({same}));
   ASSERT_EQ(r2.events.size(), 1u);
   EXPECT_TRUE(r2.events[0]->prev_labels().ToList().empty());
   EXPECT_TRUE(r2.events[0]->prev_wire().empty());
@@ -714,10 +688,9 @@ TEST_F(EventBuilderTest, EventsShareFilterFieldsWhenAllButTheNameAgree) {
     c.columns[MappedField::kName].text = name;
     return c;
   };
-  auto r1 = Build(TxnOf({row("a", R"({"app": "web"})")}), 0x100);
+  auto r1 = Build(TxnOf({row("a", R"({"app": "web"})")}));
   auto r2 = Build(TxnOf({row("b", R"({"app": "web"})"),
-                         row("c", R"({"app": "db"})")}),
-                  0x200);
+                         row("c", R"({"app": "db"})")}));
   ASSERT_EQ(r1.events.size(), 1u);
   ASSERT_EQ(r2.events.size(), 2u);
   EXPECT_EQ(r1.events[0]->name(), "a");
@@ -726,6 +699,148 @@ TEST_F(EventBuilderTest, EventsShareFilterFieldsWhenAllButTheNameAgree) {
   EXPECT_NE(r2.events[0]->fields(), r2.events[1]->fields());
   EXPECT_EQ(r2.events[1]->labels().ToList(),
             (LabelList{{"app", "db"}}));
+}
+
+// Folding: one event per object per transaction, so no two versions of an
+// object share an RV (PROTOCOL.md "resourceVersion").
+RowChange Update(const std::string& name, const std::string& old_object,
+                 const std::string& new_object,
+                 const std::string& uid = "u") {
+  RowChange c = MakeRow(Wal2JsonAction::kUpdate, new_object, State::kValue,
+                        name);
+  c.identity = c.columns;
+  c.identity[MappedField::kObject].text = old_object;
+  c.columns[MappedField::kUid].text = uid;
+  return c;
+}
+
+std::string SpecOf(const Event& e) {
+  return json::parse(e.wire())["object"]["spec"].dump();
+}
+
+TEST_F(EventBuilderTest, RowsOfOneTransactionGetCommitMinusOneAndCommit) {
+  auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
+                        MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
+                        MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "c")}));
+  ASSERT_EQ(r.events.size(), 3u);
+  EXPECT_EQ(r.events[0]->rv, 0x9000u - 1);
+  EXPECT_EQ(r.events[1]->rv, 0x9000u - 1);
+  EXPECT_EQ(r.events[2]->rv, 0x9000u);
+  EXPECT_TRUE(r.events[2]->last_in_txn);
+  EXPECT_FALSE(r.events[1]->last_in_txn);
+}
+
+TEST_F(EventBuilderTest, AddedThenModifiedIsOneAddedOfTheLastState) {
+  auto r = Build(TxnOf(
+      {MakeRow(Wal2JsonAction::kInsert, R"({"spec": 1})", State::kValue, "a"),
+       MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
+       Update("a", R"({"spec": 1})", R"({"spec": 2})"),
+       Update("a", R"({"spec": 2})", R"({"spec": 3})")}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0]->name(), "a");  // at its first change's place
+  EXPECT_EQ(r.events[0]->type, EventType::kAdded);
+  EXPECT_EQ(SpecOf(*r.events[0]), "3");
+  EXPECT_EQ(r.events[0]->rv, 0x9000u - 1);
+  EXPECT_EQ(r.events[1]->name(), "b");
+  EXPECT_EQ(r.events[1]->rv, 0x9000u);
+}
+
+TEST_F(EventBuilderTest, ModifiedTwiceIsOneModifiedFromTheStateBefore) {
+  auto r = Build(TxnOf(
+      {Update("a", R"({"metadata": {"labels": {"app": "x"}}, "spec": 1})",
+              R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})"),
+       Update("a", R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})",
+              R"({"metadata": {"labels": {"app": "z"}}, "spec": 3})")}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 1u);
+  const Event& e = *r.events[0];
+  EXPECT_EQ(e.type, EventType::kModified);
+  EXPECT_EQ(SpecOf(e), "3");
+  EXPECT_EQ(e.rv, 0x9000u);
+  EXPECT_TRUE(e.last_in_txn);
+  // The watches the object leaves get the state they saw, before T.
+  ASSERT_EQ(e.prev_labels().ToList(), (LabelList{{"app", "x"}}));
+  EXPECT_EQ(json::parse(e.prev_wire())["object"]["spec"], 1);
+}
+
+TEST_F(EventBuilderTest, ModifiedThenDeletedIsDeletedOfTheStateBefore) {
+  RowChange del = MakeRow(Wal2JsonAction::kDelete,
+                          R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})",
+                          State::kValue, "a");
+  auto r = Build(TxnOf(
+      {Update("a", R"({"metadata": {"labels": {"app": "x"}}, "spec": 1})",
+              R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})"),
+       MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"), del}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 2u);
+  const Event& e = *r.events[0];
+  EXPECT_EQ(e.type, EventType::kDeleted);
+  EXPECT_EQ(e.name(), "a");
+  EXPECT_EQ(SpecOf(e), "1");
+  EXPECT_EQ(e.labels().ToList(), (LabelList{{"app", "x"}}));
+  EXPECT_EQ(e.rv, 0x9000u - 1);
+  EXPECT_EQ(r.events[1]->name(), "b");
+}
+
+TEST_F(EventBuilderTest, DeletedThenAddedOfOneUidIsModified) {
+  auto r = Build(TxnOf(
+      {MakeRow(Wal2JsonAction::kDelete, R"({"spec": 1})", State::kValue, "a"),
+       MakeRow(Wal2JsonAction::kInsert, R"({"spec": 2})", State::kValue,
+               "a")}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0]->type, EventType::kModified);
+  EXPECT_EQ(SpecOf(*r.events[0]), "2");
+}
+
+// A uid changed twice in one transaction: u1 leaves, u3 arrives; u2 lived
+// only inside the transaction.
+TEST_F(EventBuilderTest, UidChangedTwiceIsDeletedOfTheFirstAndAddedOfTheLast) {
+  RowChange first = Update("a", R"({"spec": 1})", R"({"spec": 2})", "u2");
+  first.identity[MappedField::kUid].text = "u1";
+  RowChange second = Update("a", R"({"spec": 2})", R"({"spec": 3})", "u3");
+  second.identity[MappedField::kUid].text = "u2";
+  auto r = Build(TxnOf({first, second}));
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0]->type, EventType::kDeleted);
+  EXPECT_EQ(SpecOf(*r.events[0]), "1");
+  EXPECT_EQ(r.events[1]->type, EventType::kAdded);
+  EXPECT_EQ(SpecOf(*r.events[1]), "3");
+  EXPECT_NE(r.events[0]->rv, r.events[1]->rv);
+}
+
+// The case that was measured: an object last in T1 and not last in T2 had
+// one RV for two versions. Now each version has its own.
+TEST_F(EventBuilderTest, AnObjectInConsecutiveTransactionsGetsDistinctRvs) {
+  auto t1 = Build(TxnOf(
+      {MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
+       MakeRow(Wal2JsonAction::kInsert, R"({"spec": 1})", State::kValue, "a")},
+      0x9000));
+  auto t2 = Build(TxnOf({Update("a", R"({"spec": 1})", R"({"spec": 2})"),
+                         MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue,
+                                 "c")},
+                        0x9040));
+  ASSERT_EQ(t1.events.size(), 2u);
+  ASSERT_EQ(t2.events.size(), 2u);
+  ASSERT_EQ(t1.events[1]->name(), "a");
+  ASSERT_EQ(t2.events[0]->name(), "a");
+  EXPECT_EQ(t1.events[1]->rv, 0x9000u);
+  EXPECT_EQ(t2.events[0]->rv, 0x9040u - 1);
+  EXPECT_LT(t1.events[1]->rv, t2.events[0]->rv);
+}
+
+// Snapshot rows: each carries the one RV of the snapshot, nothing folds.
+TEST_F(EventBuilderTest, SnapshotRowsAllCarryTheSnapshotRv) {
+  EventBuilder::Result r;
+  builder_.BuildAt(
+      TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
+             MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b")}),
+      0x1234, &r);
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0]->rv, 0x1234u);
+  EXPECT_EQ(r.events[1]->rv, 0x1234u);
 }
 
 }  // namespace
