@@ -530,7 +530,11 @@ class LabelSelectorParser {
     }
   }
 
-  // A list of comma-separated, possibly empty, values up to ')'.
+  // A list of comma-separated, possibly empty, values up to ')', read as
+  // apimachinery's parseIdentifiersList reads it: a comma followed by a comma
+  // takes both, so the next token must be a value or a third comma. Hence
+  // "(x,,)" and "(,,)" are errors ("found ')', expected: ',', or
+  // identifier") while "(,)", "(x,)", "(x,,y)" and "(,,,)" select "".
   std::string ParseIdentifiersList(std::vector<std::string>* values) {
     while (true) {
       ScannedItem item = Consume(kValues);
@@ -549,7 +553,10 @@ class LabelSelectorParser {
             values->emplace_back();
             return "";
           }
-          if (next == Token::kComma) values->emplace_back();  // ",,"
+          if (next == Token::kComma) {  // ",,": both commas are taken
+            Consume(kValues);
+            values->emplace_back();
+          }
           continue;
         }
         default:

@@ -230,13 +230,18 @@ TEST(LabelSelector, EmptyValues) {
   EXPECT_FALSE(LabelsMatch("a in ()", kAB));
   EXPECT_TRUE(LabelsMatch("a notin ()", kAB));
   EXPECT_FALSE(LabelsMatch("a notin ()", kAEmpty));
-  for (const char* text :
-       {"a in (,b)", "a in (b,)", "a in (b,,c)", "a in (,)", "a in (,,)"}) {
+  // A comma followed by a comma takes both (apimachinery's
+  // parseIdentifiersList), so what follows ",," must be a value or a comma:
+  // "(,,,)" parses, "(,,)" and "(x,,)" do not (see SyntaxErrors).
+  for (const char* text : {"a in (,b)", "a in (b,)", "a in (b,,c)", "a in (,)",
+                           "a in (,,,)", "a in (b,,,)", "a in (,,b)"}) {
     EXPECT_TRUE(LabelsMatch(text, kAEmpty)) << text;
   }
   EXPECT_TRUE(LabelsMatch("a in (,b)", kAB));
   EXPECT_EQ(MustParseLabels("a in (b,,c)").ToString(), "a in (,b,c)");
   EXPECT_EQ(MustParseLabels("a in (,)").ToString(), "a in ()");
+  EXPECT_EQ(MustParseLabels("a in (x,)").ToString(), "a in (,x)");
+  EXPECT_EQ(MustParseLabels("a in (,,,)").ToString(), "a in ()");
   EXPECT_EQ(MustParseLabels("a=").ToString(), "a=");
 }
 
@@ -487,6 +492,17 @@ TEST(LabelSelector, SyntaxErrors) {
        "unable to parse requirement: found '=', expected: ',' or ')'"},
       {"a in (b,=)",
        "unable to parse requirement: found '=', expected: ',', or identifier"},
+      // ",," takes both commas, so ')' right after them is not a value.
+      {"a in (x,,)",
+       "unable to parse requirement: found ')', expected: ',', or identifier"},
+      {"a in (,,)",
+       "unable to parse requirement: found ')', expected: ',', or identifier"},
+      {"a notin (,,)",
+       "unable to parse requirement: found ')', expected: ',', or identifier"},
+      {"a in (x,,y,,)",
+       "unable to parse requirement: found ')', expected: ',', or identifier"},
+      {"a in (,,,,)",
+       "unable to parse requirement: found ')', expected: ',', or identifier"},
       {"a)",
        "unable to parse requirement: found ')', expected: in, notin, =, ==, "
        "!=, gt, lt"},
