@@ -7,7 +7,10 @@
 namespace walwatch {
 
 EventLog::EventLog(size_t max_bytes, uint64_t floor_rv)
-    : max_bytes_(max_bytes), floor_rv_(floor_rv), current_rv_(floor_rv) {}
+    : max_bytes_(max_bytes),
+      floor_rv_(floor_rv),
+      current_rv_(floor_rv),
+      barrier_floor_rv_(floor_rv) {}
 
 EventLog::~EventLog() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -83,6 +86,15 @@ uint64_t EventLog::DropAllLocked() {
   // a watcher at the tail is behind it too and gets 410 Expired.
   first_seq_ += events_.size() + 1;
   barrier_end_seq_ = first_seq_;
+  // Every cursor is behind the barrier now; what each resource lost before
+  // it no longer matters.
+  for (auto& [key, index] : keys_) {
+    index.seqs.clear();
+    index.bytes_before.clear();
+    index.lost_end_seq = 0;
+    index.floor_rv = 0;
+  }
+  pairs_.clear();
   wake_all_keyed_ = true;
   events_.clear();
   offsets_.clear();
@@ -97,6 +109,7 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
     std::lock_guard<std::mutex> lock(mu_);
     max_evicted_xid_ = std::max({max_evicted_xid_, DropAllLocked(), xid});
     floor_rv_ = std::max(floor_rv_, commit_lsn);
+    barrier_floor_rv_ = floor_rv_;
     current_rv_ = std::max(current_rv_, commit_lsn);
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
@@ -116,6 +129,7 @@ void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
     fence_lo_ = fence_hi_ == 0 ? new_floor : std::min(fence_lo_, new_floor);
     fence_hi_ = std::max(fence_hi_, fence_hi);
     floor_rv_ = new_floor;
+    barrier_floor_rv_ = new_floor;
     current_rv_ = new_floor;
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
@@ -190,9 +204,11 @@ uint64_t EventLog::ResumeRvAt(uint64_t seq) const {
     return std::max(floor_rv_, next.commit_lsn - 1);
   }
   const Event& prev = *events_[seq - first_seq_ - 1];
-  // Mid-transaction the watcher has not seen the whole of it: its earlier
-  // events' RV re-sends it. At a boundary, the previous commit.
-  return prev.last_in_txn ? prev.commit_lsn : next.rv;
+  // At a boundary, the previous commit. Mid-transaction the watcher has
+  // not seen the whole of it: the RV of its earlier events (not next.rv,
+  // which is the commit itself if `next` is the transaction's last event),
+  // from which a resume re-sends it.
+  return prev.last_in_txn ? prev.commit_lsn : next.commit_lsn - 1;
 }
 
 uint64_t EventLog::BacklogBytes(uint64_t seq) const {
@@ -291,14 +307,9 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
   }
   uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
                                 : (insert_lsn > 0 ? insert_lsn - 1 : 0);
-  // Lower rv to the RV the first later transaction's events carry (the
-  // position the stream had passed before it): no commit lies between the
-  // two, so the handoff stays exact, and the watch that continues from it
-  // never sees an RV below its start.
-  auto later = std::partition_point(
-      events_.begin(), events_.end(),
-      [rv](const EventPtr& e) { return e->commit_lsn <= rv; });
-  if (later != events_.end()) rv = std::min(rv, (*later)->rv);
+  // The first later transaction L's events carry c(L)-1 or c(L), both at
+  // least rv (c(L) > rv): the watch that continues from rv never sees an
+  // RV below its start.
   // No commit lies between current_rv_ and insert_lsn either (the
   // precondition): a watch from current_rv_ starts at once, where one from
   // insert_lsn - 1 would wait for the stream to move (which an idle
@@ -317,6 +328,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     bool last = e->last_in_txn;
     floor_rv_ = e->commit_lsn;
     max_evicted_xid_ = std::max(max_evicted_xid_, e->xid);
+    ForgetLocked(*e, first_seq_);
     bytes_ -= DischargeLocked(*e);
     events_.pop_front();
     offsets_.pop_front();
@@ -326,6 +338,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
     while (!last && !events_.empty()) {
       const EventPtr& f = events_.front();
       last = f->last_in_txn;
+      ForgetLocked(*f, first_seq_);
       bytes_ -= DischargeLocked(*f);
       events_.pop_front();
       offsets_.pop_front();
@@ -433,12 +446,12 @@ void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {
       .append(event.version())
       .append(1, '/')
       .append(event.resource());
-  auto it = last_seq_of_.find(key_scratch_);
-  if (it == last_seq_of_.end()) {
-    last_seq_of_.emplace(key_scratch_, seq);
-  } else {
-    it->second = seq;
-  }
+  auto it = keys_.find(key_scratch_);
+  if (it == keys_.end()) it = keys_.emplace(key_scratch_, KeyIndex()).first;
+  KeyIndex& index = it->second;
+  index.seqs.push_back(seq);
+  index.bytes_before.push_back(index.appended_bytes);
+  index.appended_bytes += event.MemoryBytes();
   if (std::find(appended_keys_.begin(), appended_keys_.end(), key_scratch_) ==
       appended_keys_.end()) {
     appended_keys_.push_back(key_scratch_);
@@ -480,18 +493,108 @@ void EventLog::DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped) {
 }
 
 uint64_t EventLog::SkipOtherResources(uint64_t seq,
-                                      const std::string& resource_key) const {
+                                      const Selection& selection) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return SkipOtherResourcesLocked(seq, resource_key);
+  if (ExpiredLocked(seq, selection)) return seq;
+  size_t pos;
+  return NextOfKeyLocked(FindKeyLocked(selection.resource_key), seq, &pos);
 }
 
-uint64_t EventLog::SkipOtherResourcesLocked(
-    uint64_t seq, const std::string& resource_key) const {
+void EventLog::AppendPairKey(std::string_view resource_key,
+                             std::string_view cluster, std::string* out) {
+  out->clear();
+  out->append(resource_key).append(1, '\0').append(cluster);
+}
+
+const EventLog::KeyIndex* EventLog::FindKeyLocked(
+    const std::string& resource_key) const {
+  auto it = keys_.find(resource_key);
+  return it == keys_.end() ? nullptr : &it->second;
+}
+
+void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
+  // key_scratch_ is the appending side's; eviction runs on that thread too,
+  // inside AppendTransaction, before the new events are indexed.
+  key_scratch_.clear();
+  key_scratch_.append(event.group())
+      .append(1, '/')
+      .append(event.version())
+      .append(1, '/')
+      .append(event.resource());
+  auto it = keys_.find(key_scratch_);
+  if (it != keys_.end()) {
+    KeyIndex& index = it->second;
+    // Evictions go oldest first, as appends did: the front is this event.
+    if (!index.seqs.empty() && index.seqs.front() == seq) {
+      index.seqs.pop_front();
+      index.bytes_before.pop_front();
+    }
+    index.lost_end_seq = seq + 1;
+    index.floor_rv = event.commit_lsn;
+  }
+  AppendPairKey(key_scratch_, event.cluster(), &pair_scratch_);
+  auto pair = pairs_.find(pair_scratch_);
+  if (pair == pairs_.end()) {
+    pair = pairs_.emplace(pair_scratch_, KeyIndex()).first;
+  }
+  pair->second.lost_end_seq = seq + 1;
+  pair->second.floor_rv = event.commit_lsn;
+}
+
+bool EventLog::ExpiredLocked(uint64_t seq, const Selection& selection) const {
+  if (seq < barrier_end_seq_) return true;
+  if (seq >= first_seq_) return false;  // nothing after it is gone
+  const KeyIndex* lost = nullptr;
+  if (selection.cluster.empty()) {
+    lost = FindKeyLocked(selection.resource_key);
+  } else {
+    AppendPairKey(selection.resource_key, selection.cluster, &pair_scratch_);
+    auto it = pairs_.find(pair_scratch_);
+    if (it != pairs_.end()) lost = &it->second;
+  }
+  return lost != nullptr && lost->lost_end_seq > seq;
+}
+
+uint64_t EventLog::FloorRv(const Selection& selection) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FloorRvLocked(selection);
+}
+
+uint64_t EventLog::FloorRvLocked(const Selection& selection) const {
+  const KeyIndex* lost = nullptr;
+  if (selection.cluster.empty()) {
+    lost = FindKeyLocked(selection.resource_key);
+  } else {
+    AppendPairKey(selection.resource_key, selection.cluster, &pair_scratch_);
+    auto it = pairs_.find(pair_scratch_);
+    if (it != pairs_.end()) lost = &it->second;
+  }
+  return std::max(barrier_floor_rv_, lost ? lost->floor_rv : 0);
+}
+
+uint64_t EventLog::NextOfKeyLocked(const KeyIndex* index, uint64_t seq,
+                                   size_t* pos) const {
   const uint64_t tail = first_seq_ + events_.size();
-  if (seq >= tail || barrier_end_seq_ > seq) return seq;
-  auto it = last_seq_of_.find(resource_key);
-  if (it != last_seq_of_.end() && it->second >= seq) return seq;
-  return tail;
+  *pos = 0;
+  if (index == nullptr) return tail;
+  auto it = std::lower_bound(index->seqs.begin(), index->seqs.end(), seq);
+  *pos = static_cast<size_t>(it - index->seqs.begin());
+  return it == index->seqs.end() ? tail : *it;
+}
+
+EventLog::SeekResult EventLog::Seek(uint64_t rv,
+                                    const Selection& selection) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rv < FloorRvLocked(selection) || FencedLocked(rv)) {
+    return {SeekStatus::kExpired, 0, 0};
+  }
+  // Below floor_rv_, what is gone between rv and the log's start is other
+  // resources' (or other clusters'): the watch starts at the first event.
+  auto it = std::partition_point(
+      events_.begin(), events_.end(),
+      [rv](const EventPtr& e) { return e->commit_lsn <= rv; });
+  return {SeekStatus::kOk, first_seq_ + (it - events_.begin()),
+          it == events_.end() ? 0 : (*it)->commit_lsn};
 }
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
@@ -512,14 +615,34 @@ EventLog::ReadStatus EventLog::Read(uint64_t seq, size_t max_events,
   return ReadLocked(seq, max_events, out);
 }
 
-EventLog::WatchRead EventLog::ReadForWatch(uint64_t seq,
-                                           const std::string& resource_key,
-                                           size_t max_events,
-                                           std::vector<EventPtr>* out) const {
+EventLog::WatchRead EventLog::ReadForWatch(
+    uint64_t seq, const Selection& selection, size_t max_events,
+    std::vector<EventPtr>* out, std::vector<uint64_t>* seqs) const {
   std::lock_guard<std::mutex> lock(mu_);
-  seq = SkipOtherResourcesLocked(seq, resource_key);
-  ReadStatus status = ReadLocked(seq, max_events, out);
-  return {status, seq, BacklogBytesLocked(seq)};
+  if (ExpiredLocked(seq, selection)) {
+    return {ReadStatus::kExpired, seq, appended_bytes_};
+  }
+  const KeyIndex* index = FindKeyLocked(selection.resource_key);
+  size_t pos;
+  uint64_t next = NextOfKeyLocked(index, seq, &pos);
+  if (index == nullptr || pos == index->seqs.size()) {
+    return {ReadStatus::kOk, next, 0};
+  }
+  const uint64_t backlog = index->appended_bytes - index->bytes_before[pos];
+  // Only readable events (see BeginBatch); the cursor stops at the first
+  // that is not.
+  size_t end = std::min(index->seqs.size(), pos + max_events);
+  for (; pos < end; ++pos) {
+    uint64_t s = index->seqs[pos];
+    if (s >= readable_end_) break;
+    out->push_back(events_[s - first_seq_]);
+    seqs->push_back(s);
+    next = s + 1;
+  }
+  // All of the resource's events are read: past everything else too.
+  if (pos == index->seqs.size()) next = first_seq_ + events_.size();
+  else next = std::max(next, index->seqs[pos]);
+  return {ReadStatus::kOk, next, backlog};
 }
 
 EventLog::ReadStatus EventLog::ReadLocked(uint64_t seq, size_t max_events,

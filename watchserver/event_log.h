@@ -10,9 +10,18 @@
 //    each event's MemoryBytes(), and once each the FilterFields they refer
 //    to (an event is in at most one log).
 //  * floor_rv(): every transaction that committed after floor_rv is in the
-//    log. A watch may resume from any rv >= floor_rv; an older rv is Expired.
+//    log. Each selection (a resource, or a resource in one cluster) also has
+//    a floor of its own, FloorRv(selection) <= floor_rv(): the commit of its
+//    newest evicted event. A watch of that selection may resume from any
+//    rv >= its floor, however much other resources wrote since; an older rv
+//    is Expired. A barrier raises every floor.
 //  * Sequence numbers are dense and never reused: the event at seq s stays
-//    readable until it is evicted; a cursor below first_seq() is Expired.
+//    readable until it is evicted. A watch's cursor is Expired only when an
+//    event of its own selection at or after the cursor is gone (or a
+//    barrier lies after it); other resources' evictions move it forward.
+//  * Each resource has an index of its retained events, so a watch of a
+//    quiet resource reads its own events only and steps over any number of
+//    other resources' in O(log n), and its backlog counts its own bytes.
 //
 // Thread safety: all methods are safe to call concurrently; one mutex guards
 // the state, and wake-up callbacks run outside it.
@@ -102,6 +111,14 @@ class EventLog {
   // whose xmin is below it cannot be classified (Handoff -> kExpired).
   void SetClassifiableFromXid(uint64_t xid);
 
+  // What one watch reads: a resource (ResourceKey), and if the watch is of
+  // one cluster, that cluster (floors are then the pair's: another
+  // cluster's evictions of the same resource do not expire it).
+  struct Selection {
+    std::string resource_key;
+    std::string cluster;  // empty: every cluster
+  };
+
   enum class SeekStatus { kOk, kExpired };
   struct SeekResult {
     SeekStatus status;
@@ -112,7 +129,13 @@ class EventLog {
   };
   // Where a watch that has seen everything up to `rv` continues: the first
   // event of the first transaction with commit_lsn > rv.
+  // Seek(rv) is for the whole log (rv < floor_rv() is Expired); with a
+  // selection, only the selection's floor counts.
   SeekResult Seek(uint64_t rv) const;
+  SeekResult Seek(uint64_t rv, const Selection& selection) const;
+  // The selection's floor: the commit LSN of its newest event no longer in
+  // the log, or of the last barrier, whichever is newer.
+  uint64_t FloorRv(const Selection& selection) const;
 
   enum class ReadStatus { kOk, kExpired };
   // Appends to `out` up to `max_events` readable events (see BeginBatch)
@@ -145,12 +168,11 @@ class EventLog {
   void WaitForAppendOf(uint64_t seq, const std::string& resource_key,
                        std::weak_ptr<const void> owner,
                        std::function<void()> wake);
-  // Where a watch of `resource_key` whose cursor is at `seq` may continue:
-  // tail_seq() if no event of that resource and no barrier was appended at
-  // or after `seq` (everything in between is for other resources, even what
-  // was evicted since), else `seq` itself.
-  uint64_t SkipOtherResources(uint64_t seq,
-                              const std::string& resource_key) const;
+  // Where a watch of `selection` whose cursor is at `seq` may continue: the
+  // seq of the resource's next retained event at or after `seq` (readable
+  // or not), or tail_seq() if there is none; `seq` itself if the watch is
+  // expired there (see ReadForWatch).
+  uint64_t SkipOtherResources(uint64_t seq, const Selection& selection) const;
 
   // The watches of each resource, counted from when they start streaming
   // (AddWatcher) to when they end (RemoveWatcher, once per AddWatcher):
@@ -158,16 +180,23 @@ class EventLog {
   void AddWatcher(const std::string& resource_key);
   void RemoveWatcher(const std::string& resource_key);
 
-  // What a watch of `resource_key` with its cursor at `seq` does on each
-  // turn, under one lock: SkipOtherResources, then Read of up to
-  // `max_events` from there, and the BacklogBytes from there.
+  // What a watch of `selection` with its cursor at `seq` does on each turn,
+  // under one lock: appends to `out` up to `max_events` readable events of
+  // the selection's resource from `seq` on, and their seqs to `seqs`.
+  // kExpired if an event of the selection at or after `seq` was evicted, or
+  // a barrier lies after `seq`. Other resources' events are not looked at.
   struct WatchRead {
     ReadStatus status;
-    uint64_t seq;            // the cursor after the skip: the first read
-    uint64_t backlog_bytes;  // from seq to the tail
+    // Where the cursor goes once all of `out` is consumed: past the last
+    // event read, and past other resources' events after it.
+    uint64_t next_seq;
+    // The resource's bytes from the first event read to the tail: what the
+    // watch still has to look at.
+    uint64_t backlog_bytes;
   };
-  WatchRead ReadForWatch(uint64_t seq, const std::string& resource_key,
-                         size_t max_events, std::vector<EventPtr>* out) const;
+  WatchRead ReadForWatch(uint64_t seq, const Selection& selection,
+                         size_t max_events, std::vector<EventPtr>* out,
+                         std::vector<uint64_t>* seqs) const;
 
   // The commit LSN of the oldest retained transaction that committed at or
   // after `since_unix_us`, or 0 if there is none. The replication stream
@@ -181,10 +210,13 @@ class EventLog {
   // Forgets a waiter that has not fired (for a watch that gave up).
   void CancelWaitForRv(uint64_t id);
 
-  // The RV a watcher whose cursor is at `seq` has fully seen: resuming from
-  // it continues exactly at `seq`. At the tail that is current_rv(), so a
-  // bookmark's RV keeps moving while the watched resource is idle. 0 if `seq`
-  // was evicted.
+  // The RV a watcher whose cursor is at `seq` (after SkipOtherResources)
+  // has fully seen: resuming from it continues at `seq`. At a transaction
+  // boundary, the previous commit; at the tail, current_rv(), so a
+  // bookmark's RV keeps moving while the watched resource is idle. Inside a
+  // transaction T (a write ended mid-way), c(T)-1, the RV of T's earlier
+  // events: never c(T), which would claim T's rest; a resume from it
+  // re-sends T whole. 0 if `seq` was evicted.
   uint64_t ResumeRvAt(uint64_t seq) const;
 
   // Bytes of the events from `seq` to the tail (readable or not): a
@@ -245,8 +277,20 @@ class EventLog {
   // event to refer to them.
   size_t ChargeLocked(const Event& e);
   size_t DischargeLocked(const Event& e);
-  uint64_t SkipOtherResourcesLocked(uint64_t seq,
-                                    const std::string& resource_key) const;
+  struct KeyIndex;
+  // The resource's index, or null if it never had an event.
+  const KeyIndex* FindKeyLocked(const std::string& resource_key) const;
+  // Whether a watch of `selection` at `seq` missed an event that is gone.
+  bool ExpiredLocked(uint64_t seq, const Selection& selection) const;
+  uint64_t FloorRvLocked(const Selection& selection) const;
+  // The seq of the resource's first retained event at or after `seq` (its
+  // position in the index in *pos), or tail if none.
+  uint64_t NextOfKeyLocked(const KeyIndex* index, uint64_t seq,
+                           size_t* pos) const;
+  // Notes that the event at `seq` is gone from the log (evicted).
+  void ForgetLocked(const Event& event, uint64_t seq);
+  static void AppendPairKey(std::string_view resource_key,
+                            std::string_view cluster, std::string* out);
   ReadStatus ReadLocked(uint64_t seq, size_t max_events,
                         std::vector<EventPtr>* out) const;
   uint64_t BacklogBytesLocked(uint64_t seq) const;
@@ -292,11 +336,28 @@ class EventLog {
   // AddWatcher's counts, by resource key, and their sum.
   std::unordered_map<std::string, size_t> watchers_of_;  // GUARDED_BY(mu_)
   size_t watchers_ = 0;                                   // GUARDED_BY(mu_)
-  // The last seq each resource key ever had (never forgotten on eviction),
-  // and one past the seq of the last barrier.
-  std::unordered_map<std::string, uint64_t> last_seq_of_;  // GUARDED_BY(mu_)
+  // What the log knows of one resource (or, in pairs_, of one resource in
+  // one cluster: only lost_end_seq and floor_rv).
+  struct KeyIndex {
+    // Its retained events, oldest first, and the resource's bytes appended
+    // before each (so a backlog is a subtraction).
+    std::deque<uint64_t> seqs;
+    std::deque<uint64_t> bytes_before;
+    uint64_t appended_bytes = 0;
+    // One past the seq of its newest event that is gone, and that event's
+    // commit LSN: a cursor below lost_end_seq, or an rv below floor_rv,
+    // missed it.
+    uint64_t lost_end_seq = 0;
+    uint64_t floor_rv = 0;
+  };
+  std::unordered_map<std::string, KeyIndex> keys_;   // GUARDED_BY(mu_)
+  std::unordered_map<std::string, KeyIndex> pairs_;  // GUARDED_BY(mu_)
+  // One past the seq of the last barrier, and its floor (at least the
+  // floor the log started with): every selection's floor is at least this.
   uint64_t barrier_end_seq_ = 0;                           // GUARDED_BY(mu_)
+  uint64_t barrier_floor_rv_ = 0;                          // GUARDED_BY(mu_)
   std::string key_scratch_;                                // GUARDED_BY(mu_)
+  mutable std::string pair_scratch_;                       // GUARDED_BY(mu_)
   struct RvWaiter {
     uint64_t id;
     std::function<void()> wake;

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "watchserver/event.h"
+#include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
 #include "watchserver/logging.h"
@@ -386,7 +387,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   std::string error_line_;                  // ERROR event being written
   std::string bookmark_line_;               // BOOKMARK event being written
   std::vector<EventPtr> read_batch_;
+  std::vector<uint64_t> read_seqs_;  // the seq of each of read_batch_
   std::string resource_key_;  // EventLog::ResourceKey of watch_ (StartWatch)
+  // resource_key_ and watch_'s cluster: what the log's floors are of.
+  EventLog::Selection selection_;
   std::array<char, 256> discard_;  // bytes a client sends mid-stream
 
   // The initial state: from the state stream's Ready (RV initial_rv_) until

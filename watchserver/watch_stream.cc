@@ -99,6 +99,7 @@ void WatchSession::StartWatch() {
   if (!kind) return SendStatus(NotFoundStatus(), keep_alive_);
   resource_key_ =
       EventLog::ResourceKey(watch_.group, watch_.version, watch_.resource);
+  selection_ = {resource_key_, watch_.cluster};
   // Selectors are compiled once per watch; every event is matched against
   // the fields its Event carries.
   std::string error = WatchFilter::Create(watch_, &filter_);
@@ -164,9 +165,10 @@ void WatchSession::ResourceVersionReached() {
 
 void WatchSession::StartStreamAfter(uint64_t rv) {
   EventLog& log = context_->log;
-  EventLog::SeekResult seek = log.Seek(rv);
+  EventLog::SeekResult seek = log.Seek(rv, selection_);
   if (seek.status == EventLog::SeekStatus::kExpired) {
-    return StartStream(log.tail_seq(), rv, ExpiredStatus(rv, log.floor_rv()));
+    return StartStream(log.tail_seq(), rv,
+                       ExpiredStatus(rv, log.FloorRv(selection_)));
   }
   StartStream(seek.seq, rv, std::nullopt);
 }
@@ -318,7 +320,9 @@ void WatchSession::PumpInitialState() {
   // The live stream continues from the log after initial_rv_. Once the log
   // has dropped events after it, the rest of the state would be sent only
   // to end in the same 410: end now.
-  if (initial_rv_ < context_->log.floor_rv()) return ExpireInitialState();
+  if (initial_rv_ < context_->log.FloorRv(selection_)) {
+    return ExpireInitialState();
+  }
   const size_t max_bytes = context_->options.max_write_bytes;
   if (initial_sent_ < initial_pending_.size()) {
     return WriteEvents(
@@ -386,8 +390,8 @@ void WatchSession::ExpireInitialState() {
       "repeats)",
       {{"resource", watch_.resource},
        {"state_rv", initial_rv_},
-       {"floor_rv", log.floor_rv()}});
-  WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.floor_rv()),
+       {"floor_rv", log.FloorRv(selection_)}});
+  WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.FloorRv(selection_)),
                    ExpiryReason());
 }
 
@@ -396,9 +400,9 @@ void WatchSession::FinishInitialState() {
   state_stream_.reset();  // finished: nothing left to cancel
   // The live stream continues exactly after the state's RV.
   EventLog& log = context_->log;
-  EventLog::SeekResult seek = log.Seek(initial_rv_);
+  EventLog::SeekResult seek = log.Seek(initial_rv_, selection_);
   if (seek.status == EventLog::SeekStatus::kExpired) {
-    return WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.floor_rv()),
+    return WriteErrorAndEnd(ExpiredStatus(initial_rv_, log.FloorRv(selection_)),
                             ExpiryReason());
   }
   seq_ = seek.seq;
@@ -425,7 +429,7 @@ void WatchSession::Pump() {
     // While this watch waited only for its own resource's events
     // (WaitForLog), other resources' may have piled up behind its cursor:
     // step over them (ReadForWatch below does the same).
-    seq_ = log.SkipOtherResources(seq_, resource_key_);
+    seq_ = log.SkipOtherResources(seq_, selection_);
     bookmark_due_ = false;
     // Everything before seq_ has been sent or filtered out: resuming from
     // this RV continues exactly here. 0: the cursor fell out of the log, and
@@ -439,15 +443,18 @@ void WatchSession::Pump() {
   }
 
   read_batch_.clear();
-  const EventLog::WatchRead read =
-      log.ReadForWatch(seq_, resource_key_, kEventsPerRead, &read_batch_);
-  seq_ = read.seq;
+  read_seqs_.clear();
+  const EventLog::WatchRead read = log.ReadForWatch(
+      seq_, selection_, kEventsPerRead, &read_batch_, &read_seqs_);
   if (read.status == EventLog::ReadStatus::kExpired) {
     read_batch_.clear();
-    return WriteErrorAndEnd(ExpiredStatus(last_rv_, log.floor_rv()),
+    return WriteErrorAndEnd(ExpiredStatus(last_rv_, log.FloorRv(selection_)),
                             ExpiryReason());
   }
-  if (read_batch_.empty()) return WaitForLog();
+  if (read_batch_.empty()) {
+    seq_ = read.next_seq;
+    return WaitForLog();
+  }
   const uint64_t backlog = read.backlog_bytes;
   if (backlog > context_->options.max_backlog_bytes) {
     read_batch_.clear();
@@ -476,7 +483,7 @@ void WatchSession::Pump() {
     ++consumed;
   }
   const bool full_batch = read_batch_.size() == kEventsPerRead;
-  seq_ += consumed;
+  seq_ = consumed == read_seqs_.size() ? read.next_seq : read_seqs_[consumed];
   read_batch_.clear();
 
   if (!matching.empty()) return WriteEventsInFlight(/*live=*/true);
@@ -851,7 +858,7 @@ void WatchSession::FinishStream() {
   // claim events the client has not received.
   if (!initial_ && watch_.allow_watch_bookmarks && !final_bookmark_sent_) {
     final_bookmark_sent_ = true;
-    seq_ = context_->log.SkipOtherResources(seq_, resource_key_);
+    seq_ = context_->log.SkipOtherResources(seq_, selection_);
     uint64_t rv = context_->log.ResumeRvAt(seq_);
     if (rv != 0) {
       bookmark_rearm_ = false;

@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kBig = size_t{1} << 30;
 
 // One transaction's events as the EventBuilder makes them: all but the last
-// carry prev_rv, the last carries the commit. `id` numbers the events so
+// carry commit - 1, the last carries the commit. `id` numbers the events so
 // that readers can check order; it goes into commit_time_us unless a
 // transaction time is given.
 struct TxnMaker {
@@ -33,7 +33,7 @@ struct TxnMaker {
       strings.name = name;
       auto e = Event::Make(strings, std::string(wire_bytes, 'x'));
       e->last_in_txn = i + 1 == n;
-      e->rv = e->last_in_txn ? commit : prev;
+      e->rv = e->last_in_txn ? commit : commit - 1;
       e->commit_lsn = commit;
       e->commit_time_us = commit_time_us >= 0 ? commit_time_us : next_id;
       ++next_id;
@@ -108,7 +108,7 @@ TEST_F(EventLogTest, AppendAndRead) {
   EXPECT_EQ(log_.floor_rv(), 50u);
   auto all = ReadAll(log_, 0);
   EXPECT_EQ(Names(all), (NameList{"0", "1", "2", "3", "4"}));
-  const uint64_t rvs[] = {100, 100, 100, 200, 300};
+  const uint64_t rvs[] = {100, 199, 199, 200, 300};
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]->rv, rvs[i]) << i;
 
   std::vector<EventPtr> some;
@@ -297,7 +297,7 @@ TEST_F(EventLogTest, BarrierExpiresEvenAReaderAtTheTail) {
   maker_.prev = 350;
   log_.AppendTransaction(400, maker_.Make(400, 2));
   EXPECT_EQ(Names(ReadAll(log_, s.seq)), (NameList{"5", "6"}));
-  EXPECT_EQ(ReadAll(log_, s.seq)[0]->rv, 350u);
+  EXPECT_EQ(ReadAll(log_, s.seq)[0]->rv, 399u);
 }
 
 TEST(EventLog, BarrierOnEmptyLogExpiresTheTail) {
@@ -355,13 +355,13 @@ TEST(EventLog, WaitForAppendOfWakesOnlyForItsResource) {
   log.AppendTransaction(30, OneOf("nodes", 30, 20));
   EXPECT_EQ(woken, 0);
   // Its cursor (0) may step over the other resource's events...
-  EXPECT_EQ(log.SkipOtherResources(0, pods), 2u);
+  EXPECT_EQ(log.SkipOtherResources(0, {pods, ""}), 2u);
   log.AppendTransaction(40, OneOf("pods", 40, 30));
   EXPECT_EQ(woken, 1);
-  // ...but never over one of its own.
-  EXPECT_EQ(log.SkipOtherResources(0, pods), 0u);
-  EXPECT_EQ(log.SkipOtherResources(2, pods), 2u);
-  EXPECT_EQ(log.SkipOtherResources(3, pods), 3u);  // the tail
+  // ...up to its own next event, never over it.
+  EXPECT_EQ(log.SkipOtherResources(0, {pods, ""}), 2u);
+  EXPECT_EQ(log.SkipOtherResources(2, {pods, ""}), 2u);
+  EXPECT_EQ(log.SkipOtherResources(3, {pods, ""}), 3u);  // the tail
 
   // Batched appends wake once, at EndBatch.
   log.WaitForAppendOf(log.tail_seq(), pods, owner, [&] { ++woken; });
@@ -408,10 +408,11 @@ TEST(EventLog, ABatchBecomesReadableWholeAtEndBatch) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0]->rv, 20u);
   out.clear();
-  EventLog::WatchRead read = log.ReadForWatch(1, pods, 10, &out);
+  std::vector<uint64_t> seqs;
+  EventLog::WatchRead read = log.ReadForWatch(1, {pods, ""}, 10, &out, &seqs);
   EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
   EXPECT_TRUE(out.empty());
-  EXPECT_EQ(read.seq, 1u);
+  EXPECT_EQ(read.next_seq, 1u);
   // ...and where it stops is where it waits, woken when the batch ends.
   int woken = 0;
   log.WaitForAppendOf(1, pods, owner, [&] { ++woken; });
@@ -502,70 +503,199 @@ TEST(EventLog, SkipOtherResourcesNeverSkipsABarrierNorAnEvictedOwnEvent) {
   EXPECT_EQ(log.first_seq(), 2u);
   // A cursor at 1 is behind the log, but only other resources' events were
   // evicted: it continues at the tail rather than with 410.
-  EXPECT_EQ(log.SkipOtherResources(1, pods), 4u);
+  EXPECT_EQ(log.SkipOtherResources(1, {pods, ""}), 4u);
   // A cursor at 0 missed its own event: it stays, and Read says Expired.
-  EXPECT_EQ(log.SkipOtherResources(0, pods), 0u);
+  EXPECT_EQ(log.SkipOtherResources(0, {pods, ""}), 0u);
 
   int woken = 0;
   auto owner = std::make_shared<int>(0);
   log.WaitForAppendOf(4, pods, owner, [&] { ++woken; });
   log.AppendBarrier(60);
   EXPECT_EQ(woken, 1);  // a barrier wakes every resource's waiters
-  EXPECT_EQ(log.SkipOtherResources(4, pods), 4u);
+  EXPECT_EQ(log.SkipOtherResources(4, {pods, ""}), 4u);
   std::vector<EventPtr> out;
   EXPECT_EQ(log.Read(4, 10, &out), EventLog::ReadStatus::kExpired);
+  std::vector<uint64_t> seqs;
+  EXPECT_EQ(log.ReadForWatch(4, {pods, ""}, 10, &out, &seqs).status,
+            EventLog::ReadStatus::kExpired);
 }
 
-// ReadForWatch is SkipOtherResources, Read and BacklogBytes in one step, as
-// a watch takes them each turn.
-TEST(EventLog, ReadForWatchSkipsReadsAndMeasuresTheBacklogInOneStep) {
+// ReadForWatch reads the watch's own resource only, through its index: it
+// expires only for a lost event of its own, and its backlog is its own.
+TEST(EventLog, ReadForWatchReadsItsOwnResourceAndItsOwnBacklog) {
   auto one = ChargedBytes(OneOf("nodes", 30, 20)[0]);
   EventLog log(2 * one, 10);
-  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
-  const std::string nodes = EventLog::ResourceKey("g", "v1", "nodes");
+  const EventLog::Selection pods{EventLog::ResourceKey("g", "v1", "pods"), ""};
+  const EventLog::Selection nodes{EventLog::ResourceKey("g", "v1", "nodes"),
+                                  ""};
   log.AppendTransaction(20, OneOf("pods", 20, 10));   // seq 0
   log.AppendTransaction(30, OneOf("nodes", 30, 20));  // seq 1
   log.AppendTransaction(40, OneOf("nodes", 40, 30));  // seq 2, evicts 0
   log.AppendTransaction(50, OneOf("pods", 50, 40));   // seq 3, evicts 1
 
   std::vector<EventPtr> out;
+  std::vector<uint64_t> seqs;
   // A nodes watch at 1 lost its own evicted event: Expired, not skipped.
-  EventLog::WatchRead read = log.ReadForWatch(1, nodes, 10, &out);
+  EventLog::WatchRead read = log.ReadForWatch(1, nodes, 10, &out, &seqs);
   EXPECT_EQ(read.status, EventLog::ReadStatus::kExpired);
-  EXPECT_EQ(read.seq, 1u);
-  // So does a pods watch at 1: it lost only a nodes event, but skipping goes
-  // no further than the tail, and pods has an event (3) after it.
-  out.clear();
-  read = log.ReadForWatch(1, pods, 10, &out);
-  EXPECT_EQ(read.status, EventLog::ReadStatus::kExpired);
-  out.clear();
-  read = log.ReadForWatch(2, nodes, 10, &out);
+  EXPECT_TRUE(out.empty());
+  // A pods watch at 1 lost only a nodes event: it reads its own at 3.
+  read = log.ReadForWatch(1, pods, 10, &out, &seqs);
   EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
-  EXPECT_EQ(read.seq, 2u);
-  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->commit_lsn, 50u);
+  EXPECT_EQ(seqs, std::vector<uint64_t>{3});
+  EXPECT_EQ(read.next_seq, 4u);
+  EXPECT_EQ(read.backlog_bytes, out[0]->MemoryBytes());
+  // A nodes watch at 2 reads nodes only, and goes past pods to the tail.
+  out.clear();
+  seqs.clear();
+  read = log.ReadForWatch(2, nodes, 10, &out, &seqs);
+  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
+  ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0]->commit_lsn, 40u);
-  EXPECT_EQ(read.backlog_bytes, log.BacklogBytes(2));
-  EXPECT_GT(read.backlog_bytes, 0u);
+  EXPECT_EQ(read.next_seq, 4u);
+  EXPECT_EQ(read.backlog_bytes, out[0]->MemoryBytes());
+  EXPECT_LT(read.backlog_bytes, log.BacklogBytes(2));  // not pods' bytes
 
-  // A pods watch at 2 steps over the nodes event to its own at 3.
   out.clear();
-  read = log.ReadForWatch(2, pods, 10, &out);
-  EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
-  EXPECT_EQ(read.seq, 2u);  // seq 3 is pods: nothing to skip from 2 on
-  out.clear();
+  seqs.clear();
   log.AppendTransaction(60, OneOf("nodes", 60, 50));  // seq 4, evicts 2
-  read = log.ReadForWatch(4, pods, 10, &out);
+  read = log.ReadForWatch(4, pods, 10, &out, &seqs);
   EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
-  EXPECT_EQ(read.seq, 5u);  // past the nodes event: at the tail
+  EXPECT_EQ(read.next_seq, 5u);  // past the nodes event: at the tail
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(read.backlog_bytes, 0u);
-  // At max_events, the backlog still counts everything to the tail.
-  read = log.ReadForWatch(3, pods, 1, &out);
+}
+
+TEST(EventLog, ReadForWatchStopsAtMaxEventsOnItsOwnNextEvent) {
+  EventLog log(kBig, 10);
+  const EventLog::Selection pods{EventLog::ResourceKey("g", "v1", "pods"), ""};
+  uint64_t c = 20;
+  for (int i = 0; i < 3; ++i) {
+    log.AppendTransaction(c, OneOf("pods", c, c - 10));  // 0, 3, 6
+    c += 10;
+    log.AppendTransaction(c, OneOf("nodes", c, c - 10));
+    c += 10;
+    log.AppendTransaction(c, OneOf("nodes", c, c - 10));
+    c += 10;
+  }
+  std::vector<EventPtr> out;
+  std::vector<uint64_t> seqs;
+  EventLog::WatchRead read = log.ReadForWatch(1, pods, 1, &out, &seqs);
+  EXPECT_EQ(seqs, std::vector<uint64_t>{3});
+  EXPECT_EQ(read.next_seq, 6u);  // its next own event
+  EXPECT_EQ(read.backlog_bytes, 2 * out[0]->MemoryBytes());
+  read = log.ReadForWatch(read.next_seq, pods, 5, &out, &seqs);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{3, 6}));
+  EXPECT_EQ(read.next_seq, log.tail_seq());
+}
+
+// Clusterpedia keeps every resource in one table: a hot resource's churn
+// must not expire a quiet one's watchers, nor their resumes.
+TEST(EventLog, AHotResourceDoesNotExpireAQuietOnesWatchOrResume) {
+  auto one = ChargedBytes(OneOf("pods", 30, 20)[0]);
+  EventLog log(4 * one, 10);
+  const EventLog::Selection deployments{
+      EventLog::ResourceKey("g", "v1", "deployments"), ""};
+  const EventLog::Selection pods{EventLog::ResourceKey("g", "v1", "pods"), ""};
+  log.AppendTransaction(20, OneOf("deployments", 20, 10));  // seq 0
+  // The deployments watch received it: its cursor is at 1, its RV 20.
+  uint64_t c = 30;
+  for (int i = 0; i < 100; ++i, c += 10) {
+    log.AppendTransaction(c, OneOf("pods", c, c - 10));
+  }
+  ASSERT_GT(log.first_seq(), 50u);  // pods' churn evicted deployments' event
+  EXPECT_GT(log.floor_rv(), 20u);
+  std::vector<EventPtr> out;
+  std::vector<uint64_t> seqs;
+  EventLog::WatchRead read = log.ReadForWatch(1, deployments, 10, &out, &seqs);
   EXPECT_EQ(read.status, EventLog::ReadStatus::kOk);
-  EXPECT_EQ(read.seq, 3u);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(read.next_seq, log.tail_seq());
+  EXPECT_EQ(read.backlog_bytes, 0u);
+  // Its bookmark moves with the stream.
+  EXPECT_EQ(log.ResumeRvAt(read.next_seq), log.current_rv());
+  // A resume from its last RV is exact; from before its event, too old.
+  EXPECT_EQ(log.FloorRv(deployments), 20u);
+  EXPECT_EQ(log.Seek(20, deployments).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(20, deployments).seq, log.first_seq());
+  EXPECT_EQ(log.Seek(19, deployments).status,
+            EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(log.Seek(20).status, EventLog::SeekStatus::kExpired);
+  // The pods watch that fell behind is expired, as it should be.
+  EXPECT_EQ(log.ReadForWatch(1, pods, 10, &out, &seqs).status,
+            EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(log.Seek(20, pods).status, EventLog::SeekStatus::kExpired);
+  // A deployments event wakes the stream as usual.
+  log.AppendTransaction(c, OneOf("deployments", c, c - 10));
+  read = log.ReadForWatch(1, deployments, 10, &out, &seqs);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(read.backlog_bytes, log.BacklogBytes(3));
-  EXPECT_GT(read.backlog_bytes, out[0]->MemoryBytes());
+  EXPECT_EQ(out[0]->commit_lsn, c);
+  // A barrier still ends everyone.
+  log.AppendBarrier(c + 10);
+  EXPECT_EQ(log.ReadForWatch(log.tail_seq() - 1, deployments, 10, &out, &seqs)
+                .status,
+            EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(log.FloorRv(deployments), c + 10);
+}
+
+// The floors of a watch of one cluster are the pair's: another cluster's
+// evictions of the same resource leave it alone.
+TEST(EventLog, AWatchOfOneClusterHasTheFloorOfItsPair) {
+  auto make = [](const std::string& cluster, uint64_t commit) {
+    Event::Strings strings;
+    strings.group = "g";
+    strings.version = "v1";
+    strings.resource = "pods";
+    strings.cluster = cluster;
+    std::string name = cluster + "@" + std::to_string(commit);
+    strings.name = name;
+    auto e = Event::Make(strings, std::string(100, 'x'));
+    e->rv = commit;
+    e->commit_lsn = commit;
+    e->last_in_txn = true;
+    return std::vector<EventPtr>{e};
+  };
+  auto one = make("a", 20)[0];
+  EventLog log(4 * (one->MemoryBytes() + one->fields()->MemoryBytes()), 10);
+  const std::string key = EventLog::ResourceKey("g", "v1", "pods");
+  log.AppendTransaction(20, make("a", 20));
+  uint64_t c = 30;
+  for (int i = 0; i < 20; ++i, c += 10) log.AppendTransaction(c, make("b", c));
+  std::vector<EventPtr> out;
+  std::vector<uint64_t> seqs;
+  // Cluster a's watch at 1 lost nothing of its own; every-cluster's did.
+  EXPECT_EQ(log.ReadForWatch(1, {key, "a"}, 10, &out, &seqs).status,
+            EventLog::ReadStatus::kOk);
+  EXPECT_EQ(log.ReadForWatch(1, {key, ""}, 10, &out, &seqs).status,
+            EventLog::ReadStatus::kExpired);
+  EXPECT_EQ(log.FloorRv({key, "a"}), 20u);
+  EXPECT_EQ(log.Seek(20, {key, "a"}).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(20, {key, "b"}).status, EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(log.Seek(20, {key, "c"}).status, EventLog::SeekStatus::kOk);
+}
+
+// A watch whose write ended inside a transaction (its events split over
+// two writes) has not seen the transaction's rest: its bookmark must not
+// carry the commit, or a resume from it would skip the rest.
+TEST(EventLog, ResumeRvInsideATransactionNeverClaimsItsRest) {
+  EventLog log(kBig, 10);
+  TxnMaker maker;
+  log.AppendTransaction(20, maker.Make(20, 1));  // seq 0
+  log.AppendTransaction(30, maker.Make(30, 3));  // seqs 1-3
+  EXPECT_EQ(log.ResumeRvAt(0), 19u);  // the first: before the log's first
+  EXPECT_EQ(log.ResumeRvAt(1), 20u);  // a boundary
+  EXPECT_EQ(log.ResumeRvAt(2), 29u);  // inside: the earlier events' RV
+  EXPECT_EQ(log.ResumeRvAt(3), 29u);  // before the last: not 30
+  EXPECT_EQ(log.ResumeRvAt(4), 30u);  // the tail
+  // A resume from 29 re-sends the transaction whole.
+  EXPECT_EQ(log.Seek(29).seq, 1u);
+  // At the log's first event, inside or not, never below the floor.
+  EventLog split(kBig, 10);
+  split.AppendTransaction(11, maker.Make(11, 2));
+  EXPECT_EQ(split.ResumeRvAt(0), 10u);
+  EXPECT_EQ(split.ResumeRvAt(1), 10u);
 }
 
 // The list-to-watch handoff (DESIGN.md "exact or retry") classifies each
@@ -579,7 +709,7 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
       Event::Strings strings;
       MutableEventPtr e = Event::Make(strings, "{}\n");
       e->last_in_txn = i + 1 == rows;
-      e->rv = e->last_in_txn ? commit : prev;
+      e->rv = e->last_in_txn ? commit : commit - 1;
       e->commit_lsn = commit;
       e->xid = xid;
       events.push_back(std::move(e));
@@ -600,11 +730,11 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
   // 101 unseen but 102 seen, though it committed later: no RV is exact.
   EXPECT_EQ(handoff("101:103:101", 50).status,
             EventLog::HandoffStatus::kRetry);
-  // 100 seen, 101 and 102 not: exactly what 101's first event's RV (20)
-  // says.
+  // 100 seen, 101 and 102 not: just before 101's commit, what 101's first
+  // event's RV (29) says.
   EventLog::HandoffResult r = handoff("101:102:101", 50);
   EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 20u);
+  EXPECT_EQ(r.rv, 29u);
   // Everything seen: up to the position before insert_lsn.
   r = handoff("103:103:", 50);
   EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
@@ -613,7 +743,7 @@ TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
   // snapshot says of their xid.
   r = handoff("101:103:101", 30);
   EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 20u);
+  EXPECT_EQ(r.rv, 29u);
   // A barrier evicts 100..102: a snapshot whose xmin is among them can no
   // longer be classified.
   log.AppendBarrier(60, 103);
@@ -910,6 +1040,16 @@ void RunConcurrently(size_t max_bytes, int txns, bool expect_all) {
       // Either everything or a clean expiry: never a silent gap.
       EXPECT_TRUE(r->expired || r->want_id == total);
     }
+  }
+  if (!expect_all) {
+    // A reader that comes after the log moved on must expire (the checks
+    // above alone would pass a log that never expires anyone).
+    Reader late;
+    late.log = &log;
+    late.Run(&log, total);
+    EXPECT_EQ(late.failure, "");
+    EXPECT_TRUE(late.expired);
+    EXPECT_EQ(late.want_id, 0);
   }
 }
 
