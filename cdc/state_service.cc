@@ -340,9 +340,20 @@ void StateService::Worker::ReadState(const StateQuery& q,
       }
       EventBuilder::Result built;
       builder_.BuildAt(txn, h.rv, &built);
-      for (const std::string& e : built.errors) {
-        LogError("a row of the state could not become an event",
-                 {{"error", e}});
+      if (!built.errors.empty()) {
+        // A state without that row would silently diverge the watcher from
+        // the table: fail it, as the stream turns such a transaction into a
+        // barrier. The client sees a 500 Status and retries its list.
+        for (const std::string& e : built.errors) {
+          LogError("a row of the state could not become an event",
+                   {{"error", e}});
+        }
+        Rollback();
+        stream->Fail({500, "InternalError",
+                      "a row of the table could not become a watch event (" +
+                          built.errors.front().substr(0, 200) +
+                          "); the initial state would miss it"});
+        return;
       }
       if (!built.events.empty() && !stream->Push(std::move(built.events))) {
         Rollback();  // the watcher went away
