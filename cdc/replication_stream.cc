@@ -487,10 +487,28 @@ void ReplicationStream::Impl::OnCommit() {
   if (txn.truncated) {
     return barrier("the table was truncated; every watcher must relist");
   }
+  if (txn.overflowed && !txn.touched_unknown) {
+    // Only the watches of what it changed must relist (a cluster's removal
+    // ends the watches of that cluster and of every cluster, not others').
+    std::vector<EventLog::Selection> touched;
+    touched.reserve(txn.touched.size());
+    for (const auto& [group, version, resource, cluster] : txn.touched) {
+      touched.push_back(
+          {EventLog::ResourceKey(group, version, resource), cluster});
+    }
+    LogWarn("a transaction is larger than --max-log-bytes allows; the "
+            "watches of the resources it changed must relist",
+            {{"xid", static_cast<uint64_t>(txn.xid)},
+             {"commit_lsn", FormatLsn(txn.commit_lsn)},
+             {"resources_and_clusters", static_cast<uint64_t>(touched.size())}});
+    log->AppendLoss(txn.commit_lsn, txn.full_xid, txn.commit_time_us, touched);
+    ++stats->barriers;
+    return;
+  }
   if (txn.overflowed) {
     return barrier(
-        "a transaction is larger than --max-log-bytes allows; every watcher "
-        "must relist");
+        "a transaction is larger than --max-log-bytes allows, and some of "
+        "its rows lack the resource columns; every watcher must relist");
   }
   if (txn.broken) {
     return barrier(
@@ -538,7 +556,7 @@ void ReplicationStream::Impl::OnCommit() {
     case EventLog::AppendResult::kTooLarge:
       ++stats->barriers;
       LogWarn("a transaction's events are larger than --max-log-bytes; "
-              "every watcher must relist",
+              "the watches of the resources it changed must relist",
               {{"xid", static_cast<uint64_t>(txn.xid)},
                {"commit_lsn", FormatLsn(txn.commit_lsn)}});
       break;

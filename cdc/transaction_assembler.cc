@@ -32,6 +32,31 @@ size_t ChangeMemoryBytes(const RowImage& columns, const RowImage& identity) {
   return sizeof(RowChange) + ImageBytes(columns) + ImageBytes(identity);
 }
 
+bool TransactionAssembler::Touch(const RowImage& image) {
+  // No old row (INSERT), no new one (DELETE), or the column missing from
+  // the image (an UPDATE's unchanged TOAST value; an old row without
+  // REPLICA IDENTITY FULL).
+  if (!image.present) return false;
+  std::array<std::string, 4> key;
+  const MappedField fields[] = {MappedField::kGroup, MappedField::kVersion,
+                                MappedField::kResource, MappedField::kCluster};
+  for (size_t i = 0; i < 4; ++i) {
+    const ColumnValue& v = image[fields[i]];
+    if (v.state == ColumnValue::State::kAbsent) return false;
+    if (v.state == ColumnValue::State::kValue) key[i] = v.text;
+  }
+  current_.touched.insert(std::move(key));
+  return true;
+}
+
+void TransactionAssembler::TouchChange(const RowImage& columns,
+                                       const RowImage& identity) {
+  // Both images: an UPDATE may move an object between clusters.
+  bool known = Touch(columns);
+  known = Touch(identity) || known;
+  if (!known) current_.touched_unknown = true;
+}
+
 std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
                                        Transaction* txn, Outcome* outcome) {
   *outcome = Outcome::kPending;
@@ -82,12 +107,21 @@ std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
     case Wal2JsonAction::kUpdate:
     case Wal2JsonAction::kDelete:
       if (!in_txn_) return "change at " + FormatLsn(record.lsn) + " outside a transaction";
-      if (duplicate_ || !record.mapped_table || current_.overflowed) return "";
+      if (duplicate_ || !record.mapped_table) return "";
+      if (current_.overflowed) {
+        TouchChange(record.columns, record.identity);
+        return "";
+      }
       {
         size_t bytes = ChangeMemoryBytes(record.columns, record.identity);
         if (current_.bytes + bytes > max_transaction_bytes_) {
-          // Keep counting nothing more: the transaction becomes a barrier.
+          // Keep nothing more than what it touched: the watches of those
+          // resources (and clusters) must relist.
           current_.overflowed = true;
+          for (const RowChange& c : current_.changes) {
+            TouchChange(c.columns, c.identity);
+          }
+          TouchChange(record.columns, record.identity);
           current_.changes.clear();
           current_.changes.shrink_to_fit();
           current_.bytes = 0;

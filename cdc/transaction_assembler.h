@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <string>
+#include <array>
+#include <set>
 #include <vector>
 
 #include "cdc/wal2json_decoder.h"
@@ -32,8 +34,12 @@ struct Transaction {
   // The transaction truncated the mapped table: watchers must relist.
   bool truncated = false;
   // The transaction held more than max_transaction_bytes; its changes were
-  // not kept, so watchers must relist.
+  // not kept, so watchers must relist: those of what it changed, `touched`,
+  // the (group, version, resource, cluster) of each change's old and new
+  // row, or every watcher if touched_unknown (a row without those columns).
   bool overflowed = false;
+  std::set<std::array<std::string, 4>> touched;
+  bool touched_unknown = false;
   // A record inside the transaction could not be decoded: a change may be
   // missing, so watchers must relist (set through MarkBroken).
   bool broken = false;
@@ -78,6 +84,12 @@ class TransactionAssembler {
   bool in_transaction() const { return in_txn_; }
 
  private:
+  // Adds the resource and cluster of `image` to current_.touched; false if
+  // the image lacks them.
+  bool Touch(const RowImage& image);
+  // Touch of both images of a change (touched_unknown if neither has them).
+  void TouchChange(const RowImage& columns, const RowImage& identity);
+
   const size_t max_transaction_bytes_;
   uint64_t last_commit_lsn_;
   bool in_txn_ = false;

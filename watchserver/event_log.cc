@@ -49,7 +49,18 @@ EventLog::AppendResult EventLog::AppendTransaction(
   fields.erase(std::unique(fields.begin(), fields.end()), fields.end());
   for (const FilterFields* f : fields) incoming += f->MemoryBytes();
   if (incoming > max_bytes_) {
-    AppendBarrier(commit_lsn, events.front()->xid);
+    std::vector<Selection> touched;
+    for (const EventPtr& e : events) {
+      touched.push_back({ResourceKey(e->group(), e->version(), e->resource()),
+                         std::string(e->cluster())});
+      if (const FilterFields* prev = e->prev_fields()) {
+        touched.push_back(
+            {ResourceKey(prev->group(), prev->version(), prev->resource()),
+             std::string(prev->cluster())});
+      }
+    }
+    AppendLoss(commit_lsn, events.front()->xid, events.back()->commit_time_us,
+               touched);
     return AppendResult::kTooLarge;
   }
   std::vector<std::function<void()>> wake;
@@ -111,6 +122,50 @@ void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
     floor_rv_ = std::max(floor_rv_, commit_lsn);
     barrier_floor_rv_ = floor_rv_;
     current_rv_ = std::max(current_rv_, commit_lsn);
+    wake = TakeWaitersLocked();
+    TakeRvWaitersLocked(&wake);
+  }
+  for (auto& w : wake) w();
+}
+
+void EventLog::AppendLoss(uint64_t commit_lsn, uint64_t xid,
+                          int64_t commit_time_us,
+                          const std::vector<Selection>& touched) {
+  if (touched.empty()) return AppendBarrier(commit_lsn, xid);
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (commit_lsn <= current_rv_) {
+      // Out of order (a bug upstream): nobody can tell who missed it.
+      max_evicted_xid_ = std::max({max_evicted_xid_, DropAllLocked(), xid});
+      floor_rv_ = std::max(floor_rv_, current_rv_);
+      barrier_floor_rv_ = floor_rv_;
+    } else {
+      // A placeholder: no wire, no fields, indexed under no resource, so no
+      // watch reads it; it keeps the transaction's place in commit order
+      // (Seek, ResumeRvAt, the handoff's classification by xid, the replay
+      // window) and the sequence number a watch at the tail is behind.
+      MutableEventPtr gap = Event::Make({}, {});
+      gap->rv = commit_lsn;
+      gap->commit_lsn = commit_lsn;
+      gap->xid = xid;
+      gap->commit_time_us = commit_time_us;
+      gap->last_in_txn = true;
+      EvictToFitLocked(gap->MemoryBytes());
+      const uint64_t seq = first_seq_ + events_.size();
+      offsets_.push_back(appended_bytes_);
+      appended_bytes_ += gap->MemoryBytes();
+      bytes_ += ChargeLocked(*gap);
+      events_.push_back(std::move(gap));
+      for (const Selection& t : touched) {
+        LoseLocked(t.resource_key, t.cluster, seq, commit_lsn);
+        if (std::find(appended_keys_.begin(), appended_keys_.end(),
+                      t.resource_key) == appended_keys_.end()) {
+          appended_keys_.push_back(t.resource_key);
+        }
+      }
+      current_rv_ = commit_lsn;
+    }
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
   }
@@ -513,6 +568,9 @@ const EventLog::KeyIndex* EventLog::FindKeyLocked(
 }
 
 void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
+  // A loss's placeholder (AppendLoss) is of no resource: its floors were
+  // raised when it was appended.
+  if (event.fields() == nullptr && event.wire().empty()) return;
   // key_scratch_ is the appending side's; eviction runs on that thread too,
   // inside AppendTransaction, before the new events are indexed.
   key_scratch_.clear();
@@ -529,21 +587,30 @@ void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
       index.seqs.pop_front();
       index.bytes_before.pop_front();
     }
-    index.lost_end_seq = seq + 1;
-    index.floor_rv = event.commit_lsn;
   }
-  AppendPairKey(key_scratch_, event.cluster(), &pair_scratch_);
+  LoseLocked(key_scratch_, event.cluster(), seq, event.commit_lsn);
+}
+
+void EventLog::LoseLocked(const std::string& resource_key,
+                          std::string_view cluster, uint64_t seq,
+                          uint64_t commit_lsn) {
+  auto it = keys_.find(resource_key);
+  if (it == keys_.end()) it = keys_.emplace(resource_key, KeyIndex()).first;
+  it->second.lost_end_seq = std::max(it->second.lost_end_seq, seq + 1);
+  it->second.floor_rv = std::max(it->second.floor_rv, commit_lsn);
+  AppendPairKey(resource_key, cluster, &pair_scratch_);
   auto pair = pairs_.find(pair_scratch_);
   if (pair == pairs_.end()) {
     pair = pairs_.emplace(pair_scratch_, KeyIndex()).first;
   }
-  pair->second.lost_end_seq = seq + 1;
-  pair->second.floor_rv = event.commit_lsn;
+  pair->second.lost_end_seq = std::max(pair->second.lost_end_seq, seq + 1);
+  pair->second.floor_rv = std::max(pair->second.floor_rv, commit_lsn);
 }
 
 bool EventLog::ExpiredLocked(uint64_t seq, const Selection& selection) const {
   if (seq < barrier_end_seq_) return true;
-  if (seq >= first_seq_) return false;  // nothing after it is gone
+  // Its own events evicted past it, or a loss (AppendLoss) after it, which
+  // may lie in the retained part of the log.
   const KeyIndex* lost = nullptr;
   if (selection.cluster.empty()) {
     lost = FindKeyLocked(selection.resource_key);

@@ -52,11 +52,20 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
+  // What one watch reads: a resource (ResourceKey), and if the watch is of
+  // one cluster, that cluster (floors are then the pair's: another
+  // cluster's evictions of the same resource do not expire it).
+  struct Selection {
+    std::string resource_key;
+    std::string cluster;  // empty: every cluster
+  };
+
   enum class AppendResult {
     kAppended,
     // The transaction alone is larger than max_bytes. It was not retained:
-    // the log was emptied and floor_rv moved to its commit, so every watcher
-    // still behind it ends with 410 Expired and must relist.
+    // it became a loss (AppendLoss) of the resources and clusters its events
+    // are of, so the watches of those still behind it end with 410 Expired
+    // and must relist; the others go on.
     kTooLarge,
     // commit_lsn is not above current_rv(): a bug upstream (the stream
     // drops re-sent transactions before they get here). Nothing changed;
@@ -89,6 +98,17 @@ class EventLog {
   // `xid`: the full xid of the transaction that caused it (0 if none).
   void AppendBarrier(uint64_t commit_lsn, uint64_t xid = 0);
 
+  // Replication thread only. A transaction at `commit_lsn` changed the
+  // selections in `touched` (each a resource in one cluster) in a way the
+  // log cannot hold: it is larger than the log. It takes one sequence number
+  // that no watch reads, and raises the floors of every touched resource,
+  // and of every touched (resource, cluster), to commit_lsn: a watch of one
+  // of them still behind it gets 410 Expired, and a resume from below it
+  // too. Watches of other resources, or of the same resource in another
+  // cluster, go on. An empty `touched` is AppendBarrier.
+  void AppendLoss(uint64_t commit_lsn, uint64_t xid, int64_t commit_time_us,
+                  const std::vector<Selection>& touched);
+
   // Replication thread only. PostgreSQL's history went back: the slot was
   // recreated at `new_floor`, below current_rv (a failover to a server that
   // was behind, or another server at the same address). Drops everything as
@@ -110,14 +130,6 @@ class EventLog {
   // is below `xid` may have committed before the log starts, so a snapshot
   // whose xmin is below it cannot be classified (Handoff -> kExpired).
   void SetClassifiableFromXid(uint64_t xid);
-
-  // What one watch reads: a resource (ResourceKey), and if the watch is of
-  // one cluster, that cluster (floors are then the pair's: another
-  // cluster's evictions of the same resource do not expire it).
-  struct Selection {
-    std::string resource_key;
-    std::string cluster;  // empty: every cluster
-  };
 
   enum class SeekStatus { kOk, kExpired };
   struct SeekResult {
@@ -289,6 +301,10 @@ class EventLog {
                            size_t* pos) const;
   // Notes that the event at `seq` is gone from the log (evicted).
   void ForgetLocked(const Event& event, uint64_t seq);
+  // Raises the floors of `selection`'s resource and pair: an event of it at
+  // `seq`, committed at `commit_lsn`, is gone.
+  void LoseLocked(const std::string& resource_key, std::string_view cluster,
+                  uint64_t seq, uint64_t commit_lsn);
   static void AppendPairKey(std::string_view resource_key,
                             std::string_view cluster, std::string* out);
   ReadStatus ReadLocked(uint64_t seq, size_t max_events,

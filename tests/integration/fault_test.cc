@@ -307,20 +307,31 @@ class FaultTest : public ::testing::Test {
   // Stops the writer, writes the tail, waits until every watcher has had
   // the time to receive all it should, then checks each: exactly once, in
   // order, from writer log entry `from` on.
+  // `since_start`: more watchers, checked from writer log entry 0.
   void StopWriterAndCheckExact(const std::vector<FaultWatcher*>& watchers,
-                               size_t from = 0) {
+                               size_t from = 0,
+                               std::vector<FaultWatcher*> since_start = {}) {
     writer_->Stop();
     ASSERT_EQ(writer_->fatal(), "");
     ASSERT_TRUE(writer_->WriteTail());
-    auto log = writer_->Log(from);
+    const auto from_log = writer_->Log(from);
+    const auto whole_log = writer_->Log(0);
+    const size_t first_since_start = watchers.size();
+    std::vector<FaultWatcher*> all = watchers;
+    all.insert(all.end(), since_start.begin(), since_start.end());
+    auto log_of = [&](size_t i) -> const auto& {
+      return i < first_since_start ? from_log : whole_log;
+    };
     auto deadline = In(kDeliveryWait);
-    for (auto* w : watchers) {
+    for (size_t i = 0; i < all.size(); ++i) {
       size_t n = 0;
-      for (const auto& e : log) n += w->filter().Matches(e);
-      w->WaitForEvents(n, deadline);
+      for (const auto& e : log_of(i)) n += all[i]->filter().Matches(e);
+      all[i]->WaitForEvents(n, deadline);
     }
     PgConnection conn(Conninfo());
-    for (auto* w : watchers) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      FaultWatcher* w = all[i];
+      const auto& log = log_of(i);
       w->Stop();
       EXPECT_TRUE(ExactlyOnceInOrder(log, *w));
       // Independently, support/model.h's checker: the events applied to the
@@ -341,9 +352,9 @@ class FaultTest : public ::testing::Test {
           << w->filter().path;
     }
     size_t total = 0;
-    for (auto* w : watchers) total += w->events();
-    std::cerr << "[fault] " << log.size() << " writes checked; "
-              << total << " events received by " << watchers.size()
+    for (auto* w : all) total += w->events();
+    std::cerr << "[fault] " << whole_log.size() << " writes checked; "
+              << total << " events received by " << all.size()
               << " watchers; writer errors resolved: " << writer_->errors()
               << "\n";
   }
@@ -366,14 +377,16 @@ class FaultTest : public ::testing::Test {
 
   // After a 410: a new list position (a marker), new watchers from it, more
   // writes, and those watchers must be exact.
-  void RelistAndCheckExact(const WalwatchProcess& ww) {
+  // `untouched`: watchers that were not expired, checked whole at the end.
+  void RelistAndCheckExact(const WalwatchProcess& ww,
+                           std::vector<FaultWatcher*> untouched = {}) {
     writer_->Pause();
     uint64_t rv = Marker();
     size_t from = writer_->writes();
     auto fresh = StartWatchers(ww, rv, FaultWatcher::Policy::kStayOpen);
     writer_->Resume();
     ASSERT_TRUE(MoreWrites(kWritesPerPhase));
-    StopWriterAndCheckExact(fresh, from);
+    StopWriterAndCheckExact(fresh, from, std::move(untouched));
   }
 
   const ModelState& InitialState(const FaultWatcher* w) {
@@ -1721,18 +1734,34 @@ TEST_P(HugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
   EXPECT_TRUE(ww->Running());
 
   if (watched) {
-    // Larger than half of --max-log-bytes: a barrier, every watcher 410.
-    ExpectAllExpired(watchers);
+    // Larger than half of --max-log-bytes: a loss of pods in cluster huge.
+    // The watches of pods in every cluster (a namespace does not narrow a
+    // floor) get 410; those of cluster c1's pods, and of deployments, go on
+    // and stay exact.
+    std::vector<FaultWatcher*> touched, untouched;
+    for (auto* w : watchers) {
+      const bool pods_everywhere =
+          w->filter().kind == "Pod" && w->filter().cluster.empty();
+      (pods_everywhere ? touched : untouched).push_back(w);
+    }
+    ASSERT_FALSE(touched.empty());
+    ASSERT_FALSE(untouched.empty());
+    ExpectAllExpired(touched);
+    for (auto* w : untouched) {
+      EXPECT_FALSE(w->expired()) << w->filter().path << " was ended";
+    }
     EXPECT_GE(Metric(metrics_port, "walwatch_barriers_total").value_or(0), 1.0);
     EXPECT_EQ(LogLines(*ww, "a transaction is larger than --max-log-bytes "
-                            "allows; every watcher must relist")
+                            "allows; the watches of the resources it "
+                            "changed must relist")
                       .size() +
                   LogLines(*ww, "a transaction's events are larger than "
-                                "--max-log-bytes; every watcher must relist")
+                                "--max-log-bytes; the watches of the "
+                                "resources it changed must relist")
                       .size(),
               1u);
     if (HasFailure()) return;
-    RelistAndCheckExact(*ww);
+    RelistAndCheckExact(*ww, untouched);
   } else {
     StopWriterAndCheckExact(watchers);
     EXPECT_EQ(Metric(metrics_port, "walwatch_barriers_total").value_or(-1),

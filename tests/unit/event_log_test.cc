@@ -235,37 +235,103 @@ TEST(EventLog, EvictionDropsWholeTransactions) {
   EXPECT_LE(st.bytes, 3 * one + one / 2);
 }
 
-TEST(EventLog, TooLargeTransactionActsAsBarrier) {
-  TxnMaker maker;
-  maker.prev = 10;
-  auto t1 = maker.Make(100, 1);
-  const size_t one = t1[0]->MemoryBytes();
-  EventLog log(2 * one, 10);
-  log.AppendTransaction(100, t1);
-  const uint64_t reader = log.tail_seq();  // a watcher at the tail
-  int woken = 0;
-  log.WaitForAppend(reader, [&] { ++woken; });
+// An event of `resource` in `cluster`, one of a transaction of `n` at
+// `commit` (the last one if i + 1 == n).
+EventPtr EventOf(const std::string& resource, const std::string& cluster,
+                 uint64_t commit, size_t i, size_t n) {
+  Event::Strings strings;
+  strings.group = "g";
+  strings.version = "v1";
+  strings.resource = resource;
+  strings.cluster = cluster;
+  std::string name = resource + "@" + std::to_string(commit) + "." +
+                     std::to_string(i);
+  strings.name = name;
+  auto e = Event::Make(strings, std::string(100, 'x'));
+  e->last_in_txn = i + 1 == n;
+  e->rv = e->last_in_txn ? commit : commit - 1;
+  e->commit_lsn = commit;
+  e->commit_time_us = static_cast<int64_t>(commit);
+  return e;
+}
 
-  EXPECT_EQ(log.AppendTransaction(200, maker.Make(200, 3)),
+// A transaction larger than the log (a cluster's removal: thousands of
+// DELETEs) ends only the watches of what it changed.
+TEST(EventLog, TooLargeTransactionEndsOnlyTheWatchesItTouches) {
+  const std::string pods = EventLog::ResourceKey("g", "v1", "pods");
+  const std::string nodes = EventLog::ResourceKey("g", "v1", "nodes");
+  auto probe = EventOf("pods", "a", 100, 0, 1);
+  const size_t one = probe->MemoryBytes() + probe->fields()->MemoryBytes();
+  EventLog log(3 * one, 10);
+  log.AppendTransaction(100, {EventOf("pods", "a", 100, 0, 1)});
+  log.AppendTransaction(110, {EventOf("nodes", "a", 110, 0, 1)});
+  const uint64_t reader = log.tail_seq();  // watchers at the tail
+  int woken = 0;
+  auto owner = std::make_shared<int>(0);
+  log.WaitForAppendOf(reader, pods, owner, [&] { ++woken; });
+
+  std::vector<EventPtr> removal;
+  for (size_t i = 0; i < 5; ++i) removal.push_back(EventOf("pods", "b", 200, i, 5));
+  EXPECT_EQ(log.AppendTransaction(200, removal),
             EventLog::AppendResult::kTooLarge);
-  EXPECT_EQ(woken, 1);
-  EXPECT_EQ(log.floor_rv(), 200u);
+  EXPECT_EQ(woken, 1);  // its watchers learn of it at once
   EXPECT_EQ(log.current_rv(), 200u);
-  EXPECT_EQ(log.GetStats().events, 0u);
-  EXPECT_EQ(log.GetStats().bytes, 0u);
-  EXPECT_EQ(log.GetStats().barriers, 1u);
+  EXPECT_EQ(log.GetStats().barriers, 0u);
+  EXPECT_EQ(log.GetStats().events, 3u);  // the two, and its placeholder
   std::vector<EventPtr> out;
-  EXPECT_EQ(log.Read(0, 10, &out), EventLog::ReadStatus::kExpired);
-  EXPECT_EQ(log.Read(reader, 10, &out), EventLog::ReadStatus::kExpired);
-  EXPECT_EQ(log.Seek(100).status, EventLog::SeekStatus::kExpired);
-  EXPECT_EQ(log.Seek(199).status, EventLog::SeekStatus::kExpired);
-  EXPECT_EQ(log.Seek(200).status, EventLog::SeekStatus::kOk);
-  EXPECT_EQ(log.Seek(200).seq, log.tail_seq());
+  std::vector<uint64_t> seqs;
+  auto status = [&](uint64_t seq, const EventLog::Selection& s) {
+    return log.ReadForWatch(seq, s, 10, &out, &seqs).status;
+  };
+  using RS = EventLog::ReadStatus;
+  // Every-cluster pods and cluster b's pods watches behind it end...
+  EXPECT_EQ(status(reader, {pods, ""}), RS::kExpired);
+  EXPECT_EQ(status(reader, {pods, "b"}), RS::kExpired);
+  EXPECT_EQ(log.Seek(110, {pods, ""}).status, EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(log.Seek(199, {pods, "b"}).status,
+            EventLog::SeekStatus::kExpired);
+  // ...cluster a's pods and the nodes watches go on, and resume.
+  EXPECT_EQ(status(reader, {pods, "a"}), RS::kOk);
+  EXPECT_EQ(status(reader, {nodes, ""}), RS::kOk);
+  out.clear();
+  EXPECT_EQ(status(0, {nodes, ""}), RS::kOk);
+  ASSERT_EQ(out.size(), 1u);  // the placeholder is nobody's event
+  EXPECT_EQ(out[0]->commit_lsn, 110u);
+  EXPECT_EQ(log.Seek(110, {pods, "a"}).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(100, {nodes, ""}).status, EventLog::SeekStatus::kOk);
+  // From its commit on, everyone is fine; a bookmark after it carries it.
+  EXPECT_EQ(log.Seek(200, {pods, ""}).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(200, {pods, ""}).seq, log.tail_seq());
+  EXPECT_EQ(status(log.tail_seq(), {pods, ""}), RS::kOk);
+  EXPECT_EQ(log.ResumeRvAt(log.tail_seq()), 200u);
 
   // The log goes on after it.
-  EXPECT_EQ(log.AppendTransaction(300, maker.Make(300, 1)),
+  EXPECT_EQ(log.AppendTransaction(300, {EventOf("pods", "b", 300, 0, 1)}),
             EventLog::AppendResult::kAppended);
-  EXPECT_EQ(Names(ReadAll(log, log.Seek(200).seq)), (NameList{"4"}));
+  out.clear();
+  log.ReadForWatch(log.Seek(200, {pods, ""}).seq, {pods, ""}, 10, &out, &seqs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->commit_lsn, 300u);
+  // Its placeholder is evicted like any transaction, and takes nothing with
+  // it that a watch could miss.
+  for (uint64_t c = 310; c < 360; c += 10) {
+    log.AppendTransaction(c, {EventOf("nodes", "a", c, 0, 1)});
+  }
+  EXPECT_GT(log.first_seq(), 2u);
+  EXPECT_EQ(log.Seek(200, {pods, "a"}).status, EventLog::SeekStatus::kOk);
+}
+
+// Without resources (rows that lack the columns), a loss is a barrier.
+TEST(EventLog, ALossOfNothingKnownIsABarrier) {
+  TxnMaker maker;
+  EventLog log(kBig, 10);
+  log.AppendTransaction(100, maker.Make(100, 1));
+  const uint64_t reader = log.tail_seq();
+  log.AppendLoss(200, 7, 0, {});
+  EXPECT_EQ(log.GetStats().barriers, 1u);
+  EXPECT_EQ(log.floor_rv(), 200u);
+  std::vector<EventPtr> out;
+  EXPECT_EQ(log.Read(reader, 10, &out), EventLog::ReadStatus::kExpired);
 }
 
 TEST_F(EventLogTest, BarrierExpiresEvenAReaderAtTheTail) {

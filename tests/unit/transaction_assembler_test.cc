@@ -391,7 +391,7 @@ TEST(TransactionAssembler, MarkBrokenBreaksOnlyTheOpenNewTransaction) {
   EXPECT_FALSE(h.committed[1].broken);  // the next one starts whole
 }
 
-TEST(TransactionAssembler, OverflowKeepsNothing) {
+TEST(TransactionAssembler, OverflowKeepsOnlyWhatItTouched) {
   // What one row of Row() holds in memory.
   size_t row;
   {
@@ -417,6 +417,12 @@ TEST(TransactionAssembler, OverflowKeepsNothing) {
   EXPECT_EQ(h.committed[0].bytes, 0u);
   EXPECT_EQ(h.committed[0].commit_lsn, 0x100u);
   EXPECT_EQ(h.assembler().last_commit_lsn(), 0x100u);
+  // What it changed is kept, so that only those watches must relist: the
+  // rows kept before the overflow count, and those after it.
+  const std::set<std::array<std::string, 4>> pods_c1 = {
+      {"", "v1", "pods", "c1"}};
+  EXPECT_EQ(h.committed[0].touched, pods_c1);
+  EXPECT_FALSE(h.committed[0].touched_unknown);
 
   // Exactly at the limit is fine, and the next transaction starts clean.
   h.Feed(BC('B', 2, "0/200"));
@@ -425,6 +431,7 @@ TEST(TransactionAssembler, OverflowKeepsNothing) {
   h.Feed(BC('C', 2, "0/200"));
   ASSERT_EQ(h.committed.size(), 2u);
   EXPECT_FALSE(h.committed[1].overflowed);
+  EXPECT_TRUE(h.committed[1].touched.empty());
   EXPECT_EQ(h.committed[1].changes.size(), 2u);
   EXPECT_EQ(h.committed[1].bytes, 2 * row);
 }
