@@ -76,9 +76,9 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  // The resourceVersion this event carries (see schema/PROTOCOL.md): the
-  // commit LSN of the previous transaction for all but the last event of a
-  // transaction, and the transaction's own commit LSN for the last one.
+  // The resourceVersion this event carries (see schema/PROTOCOL.md): its
+  // transaction's commit LSN c(T) for the transaction's last event, c(T)-1
+  // for the others (an initial state's events: the state's RV).
   uint64_t rv = 0;
   // Commit LSN of the transaction this event belongs to. Resuming from an RV r
   // delivers every transaction whose commit_lsn is greater than r, whole.
