@@ -399,6 +399,30 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
             {{"slot", m.opt.slot}, {"attempt", attempt}, {"error", err}});
     if (!m.WaitOrStop(std::chrono::seconds(2))) return "stopped";
   }
+  // The slot was read before this walsender held it. While another one
+  // held it (the previous walwatch's, above), that process could still
+  // confirm and move it: the server now sends from the moved position, and
+  // a floor from the first read would claim transactions nobody will see.
+  // Held now, the slot moves only by this stream's feedback: read it again.
+  {
+    PgConn again;
+    SlotState now;
+    if (std::string err = m.ConnectAtStartup(&again); !err.empty()) return err;
+    if (std::string err = ReadSlot(again.get(), m.opt.slot, &now, &m.stop);
+        !err.empty()) {
+      return err;
+    }
+    if (now.exists && now.confirmed_flush > slot.confirmed_flush) {
+      LogWarn("the replication slot moved while walwatch waited for it; the "
+              "log starts after the moved position",
+              {{"slot", m.opt.slot},
+               {"read_at_start", FormatLsn(slot.confirmed_flush)},
+               {"confirmed_flush_lsn", FormatLsn(now.confirmed_flush)}});
+      slot.confirmed_flush = now.confirmed_flush;
+      start->floor_rv = slot.confirmed_flush - 1;
+      m.assembler.set_last_commit_lsn(start->floor_rv);
+    }
+  }
   LogInfo("streaming",
           {{"slot", m.opt.slot},
            {"table", m.opt.mapping.QualifiedTable()},
