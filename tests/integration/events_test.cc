@@ -146,8 +146,8 @@ TEST_F(EventsTest, UidChangeGivesDeletedOldThenAddedNew) {
   EXPECT_EQ(added.type, "ADDED");
   EXPECT_TRUE(WireStartsWith(deleted, "DELETED"));
   EXPECT_TRUE(WireStartsWith(added, "ADDED"));
-  // Two events of one transaction: the first carries the previous commit,
-  // the last carries this transaction's commit.
+  // Two events of one transaction (two objects: the uid differs): the first
+  // carries commit - 1, the last this transaction's commit.
   ExpectTransactionRvs(observer(), x, got, 0, 2);
   EXPECT_EQ(deleted.object, old_pod.Expected(deleted.rv())) << deleted.raw;
   EXPECT_EQ(added.object, new_pod.Expected(c)) << added.raw;

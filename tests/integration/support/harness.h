@@ -211,10 +211,10 @@ inline std::string Describe(const std::vector<WatchEvent>& events) {
 
 // Checks the RV rule for the `n` events `events[first..first+n)` of
 // transaction `xid` (schema/PROTOCOL.md, "resourceVersion"): the last event
-// carries the transaction's commit LSN; the others the commit LSN of the
-// transaction before it. The latter is checked in two steps: first what
-// resuming needs (previous commit <= rv < commit, so a resume from it gets
-// the transaction again whole), then the documented exact value.
+// carries the transaction's commit LSN c; the others c - 1. The latter is
+// checked in two steps: first what resuming needs (previous commit <= rv <
+// commit, so a resume from it gets the transaction again whole), then the
+// documented exact value.
 inline void ExpectTransactionRvs(CommitObserver& observer, uint64_t xid,
                           const std::vector<WatchEvent>& events, size_t first,
                           size_t n) {
@@ -237,18 +237,17 @@ inline void ExpectTransactionRvs(CommitObserver& observer, uint64_t xid,
         first_bad = events[i].name() + " rv " + std::to_string(rv);
       }
     }
-    if (rv != events[first].rv()) ++not_previous;
+    if (rv != commit - 1) ++not_previous;
   }
   EXPECT_EQ(out_of_range, 0u)
       << "events before the last of " << txn
       << " must carry an RV in [previous commit, commit); first bad: "
       << first_bad;
-  // They all carry the position the stream had passed before the
-  // transaction: the previous commit, or a keepalive's position after it.
+  // They all carry commit - 1, a position no other commit can hold.
   EXPECT_EQ(not_previous, 0u)
       << not_previous << " event(s) before the last of " << txn
-      << " carry an RV different from the first's ("
-      << events[first].name() << " rv " << events[first].rv() << ")";
+      << " carry an RV other than commit - 1 (" << events[first].name()
+      << " rv " << events[first].rv() << ")";
 }
 
 // Fixture: a database (PgDatabaseTest) plus walwatch processes on it, each
