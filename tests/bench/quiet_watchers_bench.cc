@@ -36,7 +36,8 @@
 // Run: quiet_watchers_bench --benchmark_repetitions=5
 //      --benchmark_report_aggregates_only=true   (tests/bench/run-bench.sh)
 // Environment: QUIET_BENCH_LOG_MB (256) the log's --max-log-bytes,
-// QUIET_BENCH_EVENT_BYTES (1024) each event's wire line.
+// QUIET_BENCH_EVENT_BYTES (1024) each event's wire line,
+// QUIET_BENCH_WATCHERS (1000) the quiet watchers.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -58,7 +59,6 @@
 namespace walwatch {
 namespace {
 
-constexpr size_t kQuietWatchers = 1000;
 constexpr size_t kClusters = 4;
 constexpr size_t kNamespaces = 8;
 constexpr size_t kEventsPerRead = 256;  // WatchSession's (watch_stream.cc)
@@ -70,6 +70,8 @@ size_t EnvSize(const char* name, size_t fallback) {
 }
 size_t LogBytes() { return EnvSize("QUIET_BENCH_LOG_MB", 256) << 20; }
 size_t EventBytes() { return EnvSize("QUIET_BENCH_EVENT_BYTES", 1024); }
+// 0 makes BM_HotAppend an A/A run: its ratio then shows the noise alone.
+const size_t kQuietWatchers = EnvSize("QUIET_BENCH_WATCHERS", 1000);
 
 struct ResourceType {
   const char* group;
@@ -227,25 +229,42 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 // ---------------------------------------------------------------------------
 
-struct AppendFixture {
+// One log and what appends to it. Each log has its own factory, and so its
+// own WireArena: the cost of freeing an evicted event's segment falls on the
+// log that evicted it. Factories start from the same seed, so both logs get
+// transactions of the same sizes, in the same order.
+struct AppendArm {
   TxnFactory factory;
-  EventLog bare{LogBytes(), 1 << 20};
-  EventLog watched{LogBytes(), 1 << 20};
+  EventLog log{LogBytes(), 1 << 20};
+  std::vector<std::vector<EventPtr>> block;
+
+  AppendArm() {
+    AppendQuiet(&log, &factory);
+    FillHot(&log, &factory, LogBytes() - LogBytes() / 64);
+  }
+  double Run() {
+    block.clear();
+    for (size_t i = 0; i < kTxnsPerBlock; ++i) block.push_back(factory.Hot());
+    auto t0 = std::chrono::steady_clock::now();
+    for (std::vector<EventPtr>& txn : block) Append(&log, std::move(txn));
+    return Seconds(std::chrono::steady_clock::now() - t0);
+  }
+};
+
+struct AppendFixture {
+  AppendArm bare;
+  AppendArm watched;
   std::vector<std::shared_ptr<int>> owners;  // the sessions, as the log sees them
   size_t quiet_wakes = 0;
 
   AppendFixture() {
-    for (EventLog* log : {&bare, &watched}) {
-      AppendQuiet(log, &factory);
-      FillHot(log, &factory, LogBytes() - LogBytes() / 64);
-    }
-    const uint64_t tail = watched.tail_seq();
+    const uint64_t tail = watched.log.tail_seq();
     for (size_t i = 0; i < kQuietWatchers; ++i) {
       const EventLog::Selection s = QuietSelection(i);
       owners.push_back(std::make_shared<int>(0));
-      watched.AddWatcher(s.resource_key);
-      watched.WaitForAppendOf(tail, s.resource_key, owners.back(),
-                              [this] { ++quiet_wakes; });
+      watched.log.AddWatcher(s.resource_key);
+      watched.log.WaitForAppendOf(tail, s.resource_key, owners.back(),
+                                  [this] { ++quiet_wakes; });
     }
   }
 };
@@ -255,50 +274,33 @@ void BM_HotAppend(benchmark::State& state) {
   if (!fixture) fixture = std::make_unique<AppendFixture>();
   AppendFixture& f = *fixture;
   double bare_s = 0, watched_s = 0;
-  size_t txns = 0, events = 0, flip = 0;
-  std::vector<std::vector<EventPtr>> a, b;
+  size_t txns = 0, flip = 0;
+  const uint64_t events_before = f.bare.log.tail_seq();
   for (auto _ : state) {
-    // Both arms get transactions of the same sizes, in the same order (the
-    // same events cannot be in two logs). a's commits are all below b's,
-    // and each log gets one of them per iteration: each sees its commits
-    // increase.
-    a.clear();
-    b.clear();
-    for (size_t i = 0; i < kTxnsPerBlock; ++i) a.push_back(f.factory.Hot());
-    for (size_t i = 0; i < kTxnsPerBlock; ++i) {
-      b.push_back(f.factory.Make(kPods, a[i].size()));
-      events += a[i].size();
-    }
-    auto run = [](EventLog* log, std::vector<std::vector<EventPtr>>* block) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (std::vector<EventPtr>& txn : *block) Append(log, std::move(txn));
-      return Seconds(std::chrono::steady_clock::now() - t0);
-    };
     // The arms alternate which goes first, so that neither always finds the
-    // caches warm.
-    double ta, tb;
+    // caches as the other left them.
+    double tb, tw;
     if (flip++ % 2 == 0) {
-      ta = run(&f.bare, &a);
-      tb = run(&f.watched, &b);
-      bare_s += ta;
-      watched_s += tb;
+      tb = f.bare.Run();
+      tw = f.watched.Run();
     } else {
-      ta = run(&f.watched, &a);
-      tb = run(&f.bare, &b);
-      watched_s += ta;
-      bare_s += tb;
+      tw = f.watched.Run();
+      tb = f.bare.Run();
     }
-    state.SetIterationTime(ta + tb);
+    bare_s += tb;
+    watched_s += tw;
+    state.SetIterationTime(tb + tw);
     txns += kTxnsPerBlock;
   }
+  const uint64_t events = f.bare.log.tail_seq() - events_before;
   state.counters["bare_ns_per_txn"] = 1e9 * bare_s / txns;
   state.counters["watched_ns_per_txn"] = 1e9 * watched_s / txns;
   state.counters["watched_over_bare"] = watched_s / bare_s;
   state.counters["events_per_txn"] = static_cast<double>(events) / txns;
-  state.counters["quiet_watchers"] = kQuietWatchers;
+  state.counters["quiet_watchers"] = static_cast<double>(kQuietWatchers);
   state.counters["quiet_wakes"] = static_cast<double>(f.quiet_wakes);
   state.counters["log_mib"] =
-      static_cast<double>(f.watched.GetStats().bytes) / (1 << 20);
+      static_cast<double>(f.watched.log.GetStats().bytes) / (1 << 20);
   state.SetItemsProcessed(static_cast<int64_t>(2 * txns));
 }
 BENCHMARK(BM_HotAppend)->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -325,7 +327,8 @@ struct TurnFixture {
       Append(&log, factory.Hot());
     }
     hot_events = log.tail_seq() - hot_seq;
-    for (size_t i = 0; i < kQuietWatchers; ++i) quiet.push_back(QuietSelection(i));
+    const size_t watchers = std::max<size_t>(kQuietWatchers, 1);
+    for (size_t i = 0; i < watchers; ++i) quiet.push_back(QuietSelection(i));
   }
 };
 
