@@ -18,12 +18,14 @@
 #    PostgreSQL taken out (an ideal server), what the machine allows at all;
 # 5. tests/bench/memory_bench.sh: RSS per idle watcher, event-log RSS per
 #    wire byte;
-# 6. tests/bench/replay_bench.sh: time to rebuild the window after a restart.
-# About 17 minutes on 2 cores. The soak is separate: `make soak`
+# 6. tests/bench/replay_bench.sh: time to rebuild the window after a restart;
+# 7. tests/bench/quiet_e2e_bench.sh: walwatch's CPU per hot commit with and
+#    without 1,000 watchers of quiet resources, and their 410s (must be 0).
+# About 21 minutes on 2 cores. The soak is separate: `make soak`
 # (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay   run only
+#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e   run only
 #                              these (a comma-separated list)
 #   BENCH_REPETITIONS (5)      decoder_bench's and quiet_watchers_bench's
 #                              repetitions
@@ -35,8 +37,10 @@
 #   BENCH_BUILD_DIR (build-bench), JOBS (2), WALWATCH_MARCH (haswell on x86-64)
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
+#   BENCH_QUIET_E2E_*,
 #   BENCH_OBJECT_BYTES: see fanout_bench.sh, ceiling_bench.sh,
-#                              memory_bench.sh, replay_bench.sh
+#                              memory_bench.sh, replay_bench.sh,
+#                              quiet_e2e_bench.sh
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
 set -euo pipefail
 
@@ -49,7 +53,7 @@ MIN_TIME=${BENCH_MIN_TIME:-0.5}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder quiet drain fanout ceiling memory replay)
+PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -110,7 +114,7 @@ if want drain; then
 fi
 # The fan-out, ceiling, memory and replay benchmarks: each prints its own
 # section.
-for part in fanout ceiling memory replay; do
+for part in fanout ceiling memory replay quiet_e2e; do
   want "$part" || continue
   say "running tests/bench/${part}_bench.sh ..."
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
@@ -236,7 +240,7 @@ quiet_section() {
     echo "QUIET_BENCH_WATCHERS=0 $QUIET_ENV ${QUIET_CMD[*]} --benchmark_filter=BM_HotAppend"
   fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout ceiling memory replay; do
+  for part in fanout ceiling memory replay quiet_e2e; do
     if want "$part"; then
       env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
       echo "tests/bench/${part}_bench.sh"
@@ -267,7 +271,7 @@ quiet_section() {
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout ceiling memory replay; do
+  for part in fanout ceiling memory replay quiet_e2e; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
 } >"$WORK/report.md"
