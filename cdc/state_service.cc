@@ -460,8 +460,9 @@ StateService::StateService(StateServiceOptions options, EventLog* log,
       request_keepalive_(std::move(request_keepalive)),
       stop_signal_(std::make_unique<PgStop>()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    threads_.emplace_back([this, i] { WorkerLoop(i); });
+    threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/false); });
   }
+  threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/true); });
 }
 
 StateService::~StateService() {
@@ -474,24 +475,29 @@ StateService::~StateService() {
   for (auto& t : threads_) t.join();
 }
 
-void StateService::Post(std::function<void(Worker&)> job) {
+void StateService::Post(Lane lane, std::function<void(Worker&)> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(job));
+    (lane == Lane::kRv ? rv_jobs_ : state_jobs_).push_back(std::move(job));
   }
-  cv_.notify_one();
+  // Every waiter: the one woken must be able to take this lane's job.
+  cv_.notify_all();
 }
 
-void StateService::WorkerLoop(int index) {
+void StateService::WorkerLoop(bool rv_only) {
   Worker worker(options_, log_, request_keepalive_, stop_signal_.get());
   for (;;) {
     std::function<void(Worker&)> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      cv_.wait(lock, [&] {
+        return stopping_ || !rv_jobs_.empty() ||
+               (!rv_only && !state_jobs_.empty());
+      });
       if (stopping_) return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      auto& jobs = !rv_jobs_.empty() ? rv_jobs_ : state_jobs_;
+      job = std::move(jobs.front());
+      jobs.pop_front();
     }
     job(worker);
   }
@@ -499,7 +505,8 @@ void StateService::WorkerLoop(int index) {
 
 void StateService::ReadState(const StateQuery& query,
                              std::shared_ptr<InitialStateStream> stream) {
-  Post([query, stream](Worker& w) { w.ReadState(query, stream.get()); });
+  Post(Lane::kState,
+       [query, stream](Worker& w) { w.ReadState(query, stream.get()); });
 }
 
 // A request whose session gave up while it was queued (walwatch lagging,
@@ -507,13 +514,13 @@ void StateService::ReadState(const StateQuery& query,
 // a worker that a live one needs.
 void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
                              RvCallback done, Wanted wanted) {
-  Post([snapshot, insert_lsn, done, wanted](Worker& w) {
+  Post(Lane::kRv, [snapshot, insert_lsn, done, wanted](Worker& w) {
     if (wanted()) w.HandoffRv(snapshot, insert_lsn, done, wanted);
   });
 }
 
 void StateService::FreshRv(RvCallback done, Wanted wanted) {
-  Post([done, wanted](Worker& w) {
+  Post(Lane::kRv, [done, wanted](Worker& w) {
     if (wanted()) w.FreshRv(done, wanted);
   });
 }

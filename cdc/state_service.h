@@ -60,15 +60,22 @@ class StateService : public StateSource {
 
  private:
   class Worker;
-  void Post(std::function<void(Worker&)> job);
-  void WorkerLoop(int index);
+  // Two lanes: initial states (long: they stream rows as the client reads),
+  // and RV requests (handoffs, fresh RVs: one short query and a wait). The
+  // `workers` take both, RV requests first; one more worker takes only RV
+  // requests, so that initial states, however many and however slowly
+  // read, never leave an APIServer's own SQL list without its RV.
+  enum class Lane { kState, kRv };
+  void Post(Lane lane, std::function<void(Worker&)> job);
+  void WorkerLoop(bool rv_only);
 
   const StateServiceOptions options_;
   EventLog* const log_;
   const std::function<void()> request_keepalive_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void(Worker&)>> jobs_;  // GUARDED_BY(mu_)
+  std::deque<std::function<void(Worker&)>> state_jobs_;  // GUARDED_BY(mu_)
+  std::deque<std::function<void(Worker&)>> rv_jobs_;     // GUARDED_BY(mu_)
   bool stopping_ = false;                          // GUARDED_BY(mu_)
   // Interrupts workers waiting on PostgreSQL when the service stops.
   const std::unique_ptr<PgStop> stop_signal_;

@@ -531,7 +531,9 @@ const Flag kFlags[] = {
      true},
     {"state-workers", Group::kPostgreSql, "N",
      "Threads, each with its own connection, that read initial states and "
-     "answer list handoffs; 1 to 64.",
+     "answer list handoffs; 1 to 64. One more thread (and connection) "
+     "answers only handoffs and fresh RVs, so that initial states never "
+     "hold them all.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        uint64_t n;
