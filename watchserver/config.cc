@@ -334,6 +334,18 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatFileMode(c.socket_mode); }, false,
      true},
+    {"kinds", Group::kServing, "PATH",
+     "JSON file declaring resources' kinds, [{\"group\":\"example.com\","
+     "\"version\":\"v1\",\"resource\":\"widgets\",\"kind\":\"Widget\"}], "
+     "for the bookmarks of resources the table has no row of (CRDs); a bad "
+     "file stops walwatch at startup. Kinds seen in the table win over it, "
+     "and it wins over the built-in table of Kubernetes' own resources.",
+     "empty (built-in kinds and those seen in the table)",
+     [](std::string_view t, Config* c) -> std::string {
+       c->kinds_path = t;
+       return "";
+     },
+     [](const Config& c) { return c.kinds_path; }, false, true},
     {"allow-uids", Group::kServing, "IDS",
      "Only these user ids (comma-separated) may use the socket, checked with "
      "SO_PEERCRED; a refusal is logged. With --allow-gids, either matches.",

@@ -58,6 +58,9 @@ struct Config {
   std::string socket_path = "/run/walwatch/walwatch.sock";
   // Permission bits given to the socket file, at most 07777.
   mode_t socket_mode = 0660;
+  // JSON file of resources' kinds (watchserver/kinds_file.h), for the
+  // bookmarks of resources the table holds no row of. Empty: none.
+  std::string kinds_path;
   // Optional loopback TCP listener for kubectl, as given: "127.0.0.1:8080",
   // "[::1]:8080". Empty means no TCP listener. When set, tcp_listen_address
   // holds the numeric address without brackets ("127.0.0.1", "::1") and

@@ -215,13 +215,4 @@ std::string ResourceVersionJson(uint64_t rv) {
   return Dump(object);
 }
 
-K8sStatus NotFoundStatus() {
-  K8sStatus status;
-  status.code = 404;
-  status.reason = "NotFound";
-  status.message = "the server could not find the requested resource";
-  status.details = StatusDetails{};
-  return status;
-}
-
 }  // namespace walwatch

@@ -62,9 +62,6 @@ K8sStatus ExpiredStatus(uint64_t rv, uint64_t floor_rv);
 // ResourceVersionTooLarge, retryAfterSeconds 1.
 K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv);
 
-// 404 NotFound "the server could not find the requested resource", details {}.
-K8sStatus NotFoundStatus();
-
 // 410 Expired for a watcher whose unsent events passed the bound: "the
 // watcher fell too far behind: <unsent> bytes of events unsent (limit
 // <limit>); relist".

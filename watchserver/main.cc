@@ -30,6 +30,7 @@
 #include "watchserver/metrics.h"
 #include "watchserver/ops_server.h"
 #include "watchserver/watch_cli.h"
+#include "watchserver/kinds_file.h"
 #include "watchserver/resource_catalog.h"
 
 extern char** environ;
@@ -291,6 +292,17 @@ int Main(int argc, char** argv) {
   }
 
   ResourceCatalog catalog;
+  if (!config.kinds_path.empty()) {
+    std::vector<DeclaredKind> declared;
+    if (std::string e = LoadKindsFile(config.kinds_path, &declared);
+        !e.empty()) {
+      return Fatal(e);
+    }
+    for (const DeclaredKind& d : declared) catalog.Declare(d.gvr, d.kind);
+    LogInfo("declared kinds loaded",
+            {{"kinds", config.kinds_path},
+             {"resources", static_cast<uint64_t>(declared.size())}});
+  }
   ReplicationStream replication(repl_options, &catalog);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;

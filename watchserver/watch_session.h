@@ -57,6 +57,7 @@
 #include "watchserver/logging.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
+#include "watchserver/resource_catalog.h"
 #include "watchserver/selector.h"
 #include "watchserver/state_source.h"
 #include "watchserver/watch_request.h"
@@ -258,6 +259,8 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void OnWriteEvents(ErrorCode ec, size_t bytes);
   void ArmBookmarkTimer();
   void OnBookmarkTimer(ErrorCode ec);
+  // Sets kind_ and kind_source_ from the catalog.
+  void ResolveKind();
   void WriteBookmark(uint64_t rv, bool initial_events_end);
   void OnWriteBookmark(ErrorCode ec, size_t bytes);
   void FinishStream();
@@ -335,6 +338,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   WatchRequest watch_;
   WatchFilter filter_;
   std::string kind_;         // of the watched resource, for bookmarks
+  KindSource kind_source_ = KindSource::kGuessed;  // where kind_ came from
   std::string api_version_;  // "v1", "apps/v1"...
   uint64_t seq_ = 0;         // next event in the log to consider
   // The RV of the last event or bookmark sent, or where the watch started:

@@ -94,9 +94,9 @@ std::vector<EventPtr> TakeWriteBatch(const std::vector<EventPtr>& from,
 // Where a watch starts
 
 void WatchSession::StartWatch() {
-  std::optional<std::string> kind = context_->catalog.Kind(
-      GroupVersionResource{watch_.group, watch_.version, watch_.resource});
-  if (!kind) return SendStatus(NotFoundStatus(), keep_alive_);
+  // Every resource path is served, whether or not the table holds a row of
+  // it (schema/PROTOCOL.md, "Paths"): the APIServer decides which resources
+  // exist. The catalog only names the kind the bookmarks carry.
   resource_key_ =
       EventLog::ResourceKey(watch_.group, watch_.version, watch_.resource);
   selection_ = {resource_key_, watch_.cluster};
@@ -110,7 +110,7 @@ void WatchSession::StartWatch() {
     return SendStatus(ServiceUnavailableStatus("walwatch is shutting down"),
                       /*keep_alive=*/false);
   }
-  kind_ = *kind;
+  ResolveKind();
   api_version_ = ApiVersion(watch_.group, watch_.version);
   barriers_at_start_ = context_->log.GetStats().barriers;
 
@@ -183,6 +183,8 @@ void WatchSession::StartStream(uint64_t seq, uint64_t from_rv,
   LogDebug("watch started", {{"group", watch_.group},
                              {"version", watch_.version},
                              {"resource", watch_.resource},
+                             {"kind", kind_},
+                             {"kind_source", KindSourceName(kind_source_)},
                              {"cluster", watch_.cluster},
                              {"namespace", watch_.ns},
                              {"from_rv", from_rv}});
@@ -827,7 +829,17 @@ void WatchSession::OnBookmarkTimer(ErrorCode ec) {
   Pump();
 }
 
+void WatchSession::ResolveKind() {
+  ResolvedKind resolved = context_->catalog.Resolve(
+      GroupVersionResource{watch_.group, watch_.version, watch_.resource});
+  kind_ = std::move(resolved.kind);
+  kind_source_ = resolved.source;
+}
+
 void WatchSession::WriteBookmark(uint64_t rv, bool initial_events_end) {
+  // A kind the table has not confirmed may become known while the watch
+  // runs (the resource's first row arrives): each bookmark asks again.
+  if (kind_source_ != KindSource::kSeen) ResolveKind();
   bookmark_line_ = BookmarkEventLine(kind_, api_version_, rv,
                                      initial_events_end);
   last_rv_ = std::max(last_rv_, rv);

@@ -158,7 +158,9 @@ TEST_F(ClientsTest, WalwatchWatchPrintsEventsAsTheyArrive) {
 TEST_F(ClientsTest, WalwatchWatchReportsAStatusAnswer) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
-  CommandResult r = RunCommand({WALWATCH_BINARY, "watch", "/api/v1/nosuchthings",
+  // Not a resource path (a namespace's own path): 404.
+  CommandResult r = RunCommand({WALWATCH_BINARY, "watch",
+                                "/api/v1/namespaces/default",
                                 "--socket", ww->socket_path()},
                                std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -320,12 +320,17 @@ TEST_F(EventsTest, FreshResourceVersionStartsFromNow) {
                                   "from before it started: " << e.raw;
 }
 
-TEST_F(EventsTest, UnknownResourceIs404AndBadResourceVersionIs400) {
+TEST_F(EventsTest, NonResourcePathIs404AndBadResourceVersionIs400) {
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
   {
+    // A resource the table holds no row of streams (unseen_resources_test).
     WatchClient watch;
-    ASSERT_TRUE(watch.Open(ww->socket_path(), "/api/v1/secrets?watch=1",
+    ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/secrets"));
+  }
+  {
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww->socket_path(), "/apis/example.com/v1?watch=1",
                            In(kEventWait)));
     EXPECT_EQ(watch.status(), 404) << watch.body();
     EXPECT_EQ(watch.content_type().rfind("application/json", 0), 0u);

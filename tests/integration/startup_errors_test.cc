@@ -2,6 +2,7 @@
 // within a bound, and an error log line that says what to fix.
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,31 @@ class StartupErrorsTest : public WalwatchTest {
 TEST_F(StartupErrorsTest, ReplicaIdentityDefault) {
   db().Exec("ALTER TABLE resources REPLICA IDENTITY DEFAULT");
   ExpectStartupError(DefaultOptions(), {"replica identity", "full"});
+}
+
+// A --kinds file walwatch cannot use stops it with one line naming the file
+// and the fault, never a crash and never a start with some kinds missing.
+TEST_F(StartupErrorsTest, BadKindsFile) {
+  const struct {
+    const char* name;
+    const char* text;  // nullptr: the file does not exist
+    std::vector<std::string> words;
+  } kCases[] = {
+      {"missing.json", nullptr, {"--kinds", "missing.json", "cannot read"}},
+      {"broken.json", "[{\"group\": ", {"--kinds", "broken.json", "not valid JSON"}},
+      {"typo.json",
+       R"([{"group":"example.com","version":"v1","resource":"widgets",)"
+       R"("Kind":"Widget"}])",
+       {"--kinds", "typo.json", "entry 0", "unknown key", "Kind"}},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    std::string path = TempPath(c.name);
+    if (c.text) std::ofstream(path) << c.text;
+    WalwatchOptions options = DefaultOptions();
+    options.extra_args = {"--kinds", path};
+    ExpectStartupError(options, c.words);
+  }
 }
 
 class StartupErrorsNoSchemaTest : public StartupErrorsTest {

@@ -115,17 +115,16 @@ if [[ ! -S "$SOCK" ]]; then
   exit 1
 fi
 
-# walwatch serves a resource once the table holds it or the stream has
-# carried it: the table starts empty, so wait for the writer's first rows
-# of it rather than show a 404 first.
+# walwatch serves every resource path, whether or not the table holds a row
+# of it yet; wait until it answers the watch path at all.
 probe="http://localhost$WATCH_PATH"
 if [[ "$probe" == *\?* ]]; then probe+="&timeoutSeconds=1"; else probe+="?timeoutSeconds=1"; fi
-say "waiting for the writer's first rows of $WATCH_PATH ..."
+say "waiting for walwatch to answer $WATCH_PATH ..."
 for ((i = 0; ; i++)); do
   code=$(curl -s -o "$DIR/probe.body" -w '%{http_code}' --max-time 5 \
     --unix-socket "$SOCK" "$probe" || true)
   [[ "$code" == 200 ]] && break
-  if [[ "$code" != 404 ]] || ((i >= 30)); then
+  if [[ "$code" != 000 ]] || ((i >= 30)); then
     say "GET $WATCH_PATH answers $code:"
     cat "$DIR/probe.body" >&2
     echo >&2

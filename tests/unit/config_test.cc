@@ -73,7 +73,8 @@ TEST(Config, DefaultJson) {
             "\"status-interval\":\"1s\",\"replication-timeout\":\"1m\","
             "\"connect-timeout\":\"10s\","
             "\"socket\":\"/run/walwatch/walwatch.sock\","
-            "\"socket-mode\":\"0660\",\"allow-uids\":\"\",\"allow-gids\":\"\","
+            "\"socket-mode\":\"0660\",\"kinds\":\"\","
+            "\"allow-uids\":\"\",\"allow-gids\":\"\","
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
@@ -518,6 +519,7 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
       {"--connect-timeout", "WALWATCH_CONNECT_TIMEOUT", "10s"},
       {"--socket", "WALWATCH_SOCKET", "/run/walwatch/walwatch.sock"},
       {"--socket-mode", "WALWATCH_SOCKET_MODE", "0660"},
+      {"--kinds", "WALWATCH_KINDS", "empty"},
       {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
       {"--http-threads", "WALWATCH_HTTP_THREADS", "1"},
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},

@@ -1099,16 +1099,59 @@ TEST_F(HttpServerTest, FutureResourceVersionIsServedOnceReached) {
   EXPECT_EQ(advanced->ReadLine(), Line(b));
 }
 
-TEST_F(HttpServerTest, UnknownResourceIsNotFoundAndKeepsTheConnection) {
+// Issue 18 §1: every well-formed resource path streams, whether or not the
+// table ever held a row of it; its bookmarks carry the best kind known.
+TEST_F(HttpServerTest, UnseenResourcesStreamWithTheirKinds) {
+  catalog_.Declare({"example.com", "v1", "gadgets"}, "GadgetThing");
+  StartServer();
+  struct Case {
+    std::string path, kind, api_version;
+  } cases[] = {
+      // Built in, never seen.
+      {"/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice",
+       "discovery.k8s.io/v1"},
+      {"/api/v1/namespaces/ns1/persistentvolumeclaims",
+       "PersistentVolumeClaim", "v1"},
+      // Declared (--kinds).
+      {"/apis/example.com/v1/gadgets", "GadgetThing", "example.com/v1"},
+      // Another version of a seen resource.
+      {"/apis/apps/v1beta2/deployments", "Deployment", "apps/v1beta2"},
+      // Nothing knows it: guessed from the plural.
+      {"/clusters/c1/apis/example.com/v1/widgets", "Widget",
+       "example.com/v1"},
+      {"/apis/example.com/v1/policies", "Policy", "example.com/v1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    auto client = Connect();
+    client->Get(c.path +
+                "?watch=1&sendInitialEvents=true&resourceVersionMatch="
+                "NotOlderThan");
+    ASSERT_TRUE(client->ReadHeader());
+    EXPECT_EQ(client->status(), 200u);
+    EXPECT_EQ(client->ReadLine(),
+              BookmarkLine(kFloorRv, c.kind, c.api_version, true));
+  }
+}
+
+TEST_F(HttpServerTest, ABookmarkTakesTheKindOfTheFirstRowSeen) {
   StartServer();
   auto client = Connect();
-  ASSERT_TRUE(
-      Answers(client.get(), "/apis/example.com/v1/widgets?watch=1", 404));
-  EXPECT_TRUE(IsStatus(*client, 404, "NotFound",
-                       "the server could not find the requested resource"));
-
-  ASSERT_TRUE(Answers(client.get(), "/healthz", 200));
-  EXPECT_EQ(client->response().body(), "ok");
+  client->Get(
+      "/apis/example.com/v1/foobars?watch=1&sendInitialEvents=true&"
+      "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&"
+      "timeoutSeconds=3");
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  // Guessed: a lower-case plural cannot say where the words of a kind
+  // begin.
+  EXPECT_EQ(client->ReadLine(),
+            BookmarkLine(kFloorRv, "Foobar", "example.com/v1", true));
+  // The resource's first row arrives; the next bookmark (the final one, at
+  // timeoutSeconds) carries the table's kind.
+  catalog_.Add({"example.com", "v1", "foobars"}, "FooBar");
+  EXPECT_EQ(client->ReadLine(), BookmarkLine(kFloorRv, "FooBar",
+                                             "example.com/v1"));
 }
 
 TEST_F(HttpServerTest, BadPathsAndValuesGetStatusBodies) {
