@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -59,6 +60,17 @@ struct Metrics::Impl {
               5, 10, 30});
   std::array<prometheus::Counter*, 4> sent_by_type{};
 
+  // walwatch_watchers' series, with the watches each counts. A series goes
+  // when its last watch ends: any resource path may be watched, so series
+  // kept at 0 would grow with every path a client ever tried.
+  struct WatcherSeries {
+    prometheus::Gauge* gauge = nullptr;
+    uint64_t watches = 0;
+  };
+  std::mutex watchers_mu;
+  std::map<std::tuple<std::string, std::string, std::string>, WatcherSeries>
+      watcher_series;  // GUARDED_BY(watchers_mu)
+
   struct Hook {
     std::function<double()> read;
     prometheus::Gauge* gauge = nullptr;
@@ -102,16 +114,32 @@ Metrics::~Metrics() = default;
 
 void Metrics::WatchStarted(const std::string& group, const std::string& version,
                            const std::string& resource) {
-  impl_->watchers
-      .Add({{"group", group}, {"version", version}, {"resource", resource}})
-      .Increment();
+  std::lock_guard<std::mutex> lock(impl_->watchers_mu);
+  Impl::WatcherSeries& series =
+      impl_->watcher_series[std::make_tuple(group, version, resource)];
+  if (!series.gauge) {
+    series.gauge = &impl_->watchers.Add(
+        {{"group", group}, {"version", version}, {"resource", resource}});
+  }
+  ++series.watches;
+  series.gauge->Increment();
 }
 
 void Metrics::WatchEnded(const std::string& group, const std::string& version,
                          const std::string& resource, WatchEndReason reason) {
-  impl_->watchers
-      .Add({{"group", group}, {"version", version}, {"resource", resource}})
-      .Decrement();
+  {
+    std::lock_guard<std::mutex> lock(impl_->watchers_mu);
+    auto it =
+        impl_->watcher_series.find(std::make_tuple(group, version, resource));
+    if (it != impl_->watcher_series.end()) {
+      if (--it->second.watches == 0) {
+        impl_->watchers.Remove(it->second.gauge);
+        impl_->watcher_series.erase(it);
+      } else {
+        it->second.gauge->Decrement();
+      }
+    }
+  }
   impl_->terminated.Add({{"reason", WatchEndReasonName(reason)}}).Increment();
 }
 
