@@ -408,7 +408,9 @@ void WatchSession::FinishInitialState() {
                             ExpiryReason());
   }
   seq_ = seek.seq;
-  live_after_rv_ = log.current_rv();
+  // live_after_rv_ stays where StartStream put it: an event that reached
+  // the log while the state was sent waited for it, and its commit-to-write
+  // time says so.
   last_rv_ = std::max(last_rv_, initial_rv_);
   if (watch_.send_initial_events == true) {
     go_live_after_write_ = true;

@@ -2348,6 +2348,31 @@ TEST_F(HttpServerTest, CommitToWriteObservesOnlyEventsCommittedDuringTheWatch) {
   }));
 }
 
+// An event that commits while a watch's initial state is sent waits for
+// the state: its commit-to-write counts, as the client's latency. (It was
+// once measured only from the end of the state, so under load a watch
+// whose state was short lost the observation.)
+TEST_F(HttpServerTest, CommitToWriteCountsEventsThatWaitedForTheState) {
+  Metrics& metrics = metrics_;
+  options_.metrics = &metrics;
+  state_.set_manual(true);
+  StartServer();
+  auto client = Connect();
+  client->Get("/api/v1/pods?watch=1");
+  std::shared_ptr<InitialStateStream> stream = state_.WaitForStream();
+  ASSERT_TRUE(stream);
+  stream->Ready(log_.current_rv());
+  ASSERT_TRUE(client->ReadHeader());
+  EXPECT_EQ(client->status(), 200u);
+  EventPtr a = AppendPod(110, "a");  // during the state
+  stream->Finish();
+  EXPECT_EQ(client->ReadLine(), Line(a));
+  EXPECT_TRUE(WaitFor([&] {
+    return Sample(metrics.Scrape(),
+                  "walwatch_commit_to_write_seconds_count") == 1;
+  })) << metrics.Scrape();
+}
+
 TEST_F(HttpServerTest, MetricsCountWatchesEventsAndBookmarks) {
   Metrics& metrics = metrics_;
   options_.metrics = &metrics;
