@@ -161,11 +161,19 @@ class FaultTest : public ::testing::Test {
   // (marker transactions) and other_table (filtered out by walwatch).
   void StartCluster(FaultCluster::Options options = {}) {
     cluster_ = std::make_unique<FaultCluster>(std::move(options));
-    PgConnection admin(cluster_->Conninfo("postgres"));
-    admin.Exec(std::string("CREATE DATABASE ") + kDb);
+    PrepareDatabase(*cluster_);
     db_ = std::make_unique<PgConnection>(Conninfo());
-    db_->Exec(ReadFileOrThrow(SchemaPath()));
-    db_->Exec(
+  }
+
+  // Database `fault` on `cluster`, as StartCluster describes it.
+  static void PrepareDatabase(const FaultCluster& cluster) {
+    {
+      PgConnection admin(cluster.Conninfo("postgres"));
+      admin.Exec(std::string("CREATE DATABASE ") + kDb);
+    }
+    PgConnection db(cluster.Conninfo(kDb));
+    db.Exec(ReadFileOrThrow(SchemaPath()));
+    db.Exec(
         "CREATE TABLE fault_marker (id bigserial PRIMARY KEY);"
         "CREATE TABLE other_table (id bigserial PRIMARY KEY, payload jsonb);"
         "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
@@ -679,9 +687,18 @@ TEST_F(FaultTest, SigtermDuringSilentPartitionExitsPromptly) {
   StartWriter();
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
   proxy_->SetStalled(true);
-  // Long enough for each of walwatch's connections (replication, slot
-  // monitor every 2 s) to be waiting on the partitioned network.
-  std::this_thread::sleep_for(seconds(3));
+  // Until each of walwatch's connections (replication: a status update every
+  // second; the slot monitor: a poll every 2 s) has sent something that the
+  // partition holds, so that it waits on the partitioned network.
+  size_t connections = proxy_->active();
+  ASSERT_GE(connections, 2u) << "replication and slot monitor connections";
+  auto stall_deadline = In(seconds(30));
+  while (Clock::now() < stall_deadline &&
+         proxy_->waiting_while_stalled() < connections) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_EQ(proxy_->waiting_while_stalled(), connections)
+      << "not every proxied connection waits on the partition";
   auto t0 = Clock::now();
   ASSERT_EQ(kill(ww->pid(), SIGTERM), 0);
   auto status = ww->WaitExit(seconds(10));
@@ -729,7 +746,9 @@ TEST_F(FaultTest, WalsenderTerminated) {
   }
   StopWriterAndCheckExact(watchers);
   EXPECT_GE(LogLines(*ww, "replication resumed").size(), 3u);
-  ExpectBackoff(*ww);
+  // One reconnect (at least) per termination, each within the backoff.
+  EXPECT_GE(ExpectBackoff(*ww), 3u)
+      << "fewer 'reconnecting to PostgreSQL' lines than terminations";
   EXPECT_EQ(writer_->errors(), 0u);
 }
 
@@ -1271,31 +1290,72 @@ TEST_F(FaultTest, LogicalDecodingMessagesChangeNothing) {
 // than --replication-timeout: PostgreSQL 15's walsender sends nothing
 // meanwhile. walwatch must wait for it rather than reconnect: a new
 // walsender would decode the same transaction again, as silently, for ever.
+//
+// The writes committed after the big transaction are only sent once the
+// walsender has decoded it: late, not lost. So the test waits for that
+// (walwatch's current RV passes a marker committed after it) before it
+// checks delivery, and sizes the transaction from this machine's measured
+// decoding speed rather than from another machine's.
 TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
+  constexpr seconds kTimeout{5};
+  // Decoding the big transaction should take about this long: well over
+  // the timeout, without making the test slow.
+  constexpr double kTargetDecodeSeconds = 3.0 * kTimeout.count();
+  constexpr int64_t kCalibrationRows = 2000000;
+  const std::string busy =
+      "the walsender sends nothing while it decodes a large transaction of "
+      "other tables; waiting for it";
   StartCluster();
   db().Exec("CREATE TABLE bulk_other (n int)");
-  auto o = Options();
-  o.extra_args = {"--replication-timeout=5s"};
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
+  o.extra_args = {"--replication-timeout=" + std::to_string(kTimeout.count()) +
+                  "s"};
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
+  // Inserts `rows` narrow rows (cheap to insert; their decoding still costs
+  // per row) in one transaction and waits until walwatch has passed it;
+  // returns the seconds from its commit until then.
+  auto insert_and_pass = [&](int64_t rows) -> double {
+    {
+      PgConnection big(Conninfo());
+      big.Exec("INSERT INTO bulk_other SELECT g FROM generate_series(1, " +
+               std::to_string(rows) + ") g");
+    }
+    auto committed = Clock::now();
+    uint64_t after = Marker();  // commits after it
+    // Generous: a slow, loaded machine decodes slowly, and that is no fault.
+    auto passed = WaitForCurrentRv(metrics_port, after, seconds(900));
+    EXPECT_TRUE(passed) << "walwatch did not get past a transaction of "
+                        << rows << " rows";
+    if (!passed) return -1;
+    return std::chrono::duration<double>(Clock::now() - committed).count();
+  };
+  const double calibration = insert_and_pass(kCalibrationRows);
+  ASSERT_GT(calibration, 0);
+  const int64_t rows = std::clamp<int64_t>(
+      static_cast<int64_t>(kCalibrationRows * kTargetDecodeSeconds /
+                           std::max(calibration, 0.1)),
+      kCalibrationRows, 60000000);
+  std::cerr << "[fault] " << kCalibrationRows << " rows decoded in "
+            << calibration << " s; the big transaction: " << rows
+            << " rows\n";
+  const size_t busy_before = LogLines(*ww, busy).size();
+
   auto watchers =
       StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
   StartWriter();
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
-  {
-    // Narrow rows, cheap to insert; their decoding still costs per row.
-    // Measured here: 6M rows decode in under 5 s, 15M in well over it.
-    PgConnection big(Conninfo());
-    big.Exec("INSERT INTO bulk_other SELECT g FROM generate_series(1, 15000000) g");
-  }
+  const double decoded = insert_and_pass(rows);
+  ASSERT_GT(decoded, 0);
+  std::cerr << "[fault] " << rows << " rows decoded in " << decoded
+            << " s after their commit\n";
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  // Everything is decoded: what the watchers miss now is lost, not late.
   StopWriterAndCheckExact(watchers);
-  EXPECT_FALSE(LogLines(*ww,
-                        "the walsender sends nothing while it decodes a large "
-                        "transaction of other tables; waiting for it")
-                   .empty())
-      << "decoding took less than the 5 s timeout, so nothing was tested: "
-         "insert more rows";
+  EXPECT_GT(LogLines(*ww, busy).size(), busy_before)
+      << "decoding took " << decoded << " s, not over the "
+      << kTimeout.count() << " s timeout, so nothing was tested";
   auto lost = LogLines(*ww, "replication connection lost");
   EXPECT_TRUE(lost.empty()) << lost[0].dump();
 }
@@ -1312,41 +1372,54 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
         "SELECT pg_logical_emit_message(false, 'test', repeat('x', 16777216))");
   }
   auto b = std::make_unique<FaultCluster>(FaultCluster::Options{});
-  {
-    PgConnection admin(b->Conninfo("postgres"));
-    admin.Exec(std::string("CREATE DATABASE ") + kDb);
-  }
+  PrepareDatabase(*b);
   PgConnection bdb(b->Conninfo(kDb));
-  bdb.Exec(ReadFileOrThrow(SchemaPath()));
   auto o = Options();
   o.conninfo = "host=" + cluster_->dir() + "," + b->dir() +
                " port=5432,5432 dbname=" + kDb + " user=postgres";
   auto* ww = Launch(o);
   ASSERT_NE(ww, nullptr);
 
-  // A watch that has seen A's last event.
-  WatchClient on_a;
-  ASSERT_TRUE(on_a.Open(ww->socket_path(),
-                        "/api/v1/pods?watch=1&resourceVersion=" +
-                            std::to_string(Marker()),
-                        In(seconds(20))));
-  ASSERT_EQ(on_a.status(), 200) << on_a.body();
-  InsertRow(db(), Pod("a", "a", "pod-on-a"));
-  WatchEvent last_on_a;
-  ASSERT_TRUE(on_a.NextEvent(&last_on_a, In(seconds(20))));
-  ASSERT_EQ(last_on_a.name(), "pod-on-a") << last_on_a.raw;
-  const uint64_t old_rv = last_on_a.rv();
+  // Writes on A, each received exactly once before the failover.
+  auto watchers_on_a =
+      StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  writer_->Stop();
+  ASSERT_EQ(writer_->fatal(), "");
+  ASSERT_TRUE(writer_->WriteTail());
+  const auto log_on_a = writer_->Log();
+  std::map<const FaultWatcher*, size_t> want_on_a;
+  for (auto* w : watchers_on_a) {
+    for (const auto& e : log_on_a) want_on_a[w] += w->filter().Matches(e);
+    EXPECT_TRUE(w->WaitForEvents(want_on_a[w], In(kDeliveryWait)))
+        << w->filter().path;
+  }
+
+  // The watchers have seen A's last event (the writer's tail).
+  uint64_t old_rv = 0;
+  for (auto* w : watchers_on_a) {
+    auto r = w->Snapshot();
+    if (!r.events.empty()) old_rv = std::max(old_rv, r.events.back().rv());
+  }
   ASSERT_GT(old_rv, ParseLsn(bdb.QueryValue(
                         "SELECT pg_current_wal_insert_lsn()::text")))
       << "B must be behind A for this test";
 
   // The failover: A goes away, walwatch finds B without its slot.
   db_.reset();
-  cluster_.reset();
-  WatchEvent error;
-  ASSERT_TRUE(on_a.NextEvent(&error, In(seconds(60))));
-  EXPECT_EQ(error.type, "ERROR") << error.raw;
-  EXPECT_EQ(error.object.value("code", 0), 410) << error.raw;
+  cluster_ = std::move(b);
+  db_ = std::make_unique<PgConnection>(Conninfo());
+  // Across the switch: each of A's writes exactly once, in order, none
+  // missing, and then the 410 that makes the watcher relist.
+  auto expired_by = In(seconds(60));
+  for (auto* w : watchers_on_a) {
+    EXPECT_TRUE(w->WaitForExpired(expired_by)) << w->filter().path;
+    w->Stop();
+    EXPECT_TRUE(PrefixThenExpired(log_on_a, *w));
+    EXPECT_EQ(w->events(), want_on_a[w])
+        << w->filter().path << ": not every write on A arrived before the 410";
+  }
   auto deadline = In(seconds(60));
   while (Clock::now() < deadline &&
          bdb.QueryValue("SELECT count(*) FROM pg_replication_slots WHERE "
@@ -1364,9 +1437,24 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
                 .size(),
             1u);
 
+  // The relist on B: from a position on B with B's state, every write on
+  // B after it exactly once (and, with the state, what B holds). The writer
+  // starts once walwatch streams from B past the fence: B's commits inside
+  // the fence would be retained, and confirmed, below A's RVs (see the
+  // restart below).
+  deadline = In(seconds(60));
+  while (Clock::now() < deadline &&
+         LogLines(*ww, "pushed the WAL past the fence").empty()) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_FALSE(LogLines(*ww, "pushed the WAL past the fence").empty());
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  ASSERT_NO_FATAL_FAILURE(RelistAndCheckExact(*ww));
+
   // B's transactions reach a new watch: none is taken for one of A's.
   WatchClient on_b;
-  ASSERT_TRUE(on_b.Open(ww->socket_path(), "/api/v1/pods?watch=1",
+  ASSERT_TRUE(on_b.Open(ww->socket_path(), "/clusters/b/api/v1/pods?watch=1",
                         In(seconds(20))));
   ASSERT_EQ(on_b.status(), 200) << on_b.body();
   InsertRow(bdb, Pod("b", "b", "pod-on-b"));
@@ -1413,7 +1501,7 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
   EXPECT_EQ(refused.object.value("code", 0), 410) << refused.raw;
   WatchClient resume_b;
   ASSERT_TRUE(resume_b.Open(ww->socket_path(),
-                            "/api/v1/pods?watch=1&resourceVersion=" +
+                            "/clusters/b/api/v1/pods?watch=1&resourceVersion=" +
                                 std::to_string(added.rv()),
                             In(seconds(20))));
   ASSERT_EQ(resume_b.status(), 200) << resume_b.body();
@@ -1438,7 +1526,8 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
       "TO ww_plain; GRANT SELECT ON resources TO ww_plain");
   db().Exec("ALTER SYSTEM SET synchronous_standby_names = '*'");
   db().Exec("SELECT pg_reload_conf()");
-  auto o = Options();
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   o.conninfo = cluster_->Conninfo(kDb) + " user=ww_plain";
   o.extra_args = {"--replay-window=0s"};
   auto* ww = Launch(o);
@@ -1460,6 +1549,27 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
   EXPECT_EQ(db().QueryValue("SELECT sync_state FROM pg_stat_replication "
                             "WHERE application_name = 'walwatch'"),
             "sync");
+  // And the gauge says so (the slot monitor polls every 2 s).
+  std::optional<double> synchronous;
+  deadline = In(seconds(30));
+  while (Clock::now() < deadline &&
+         (synchronous = Metric(metrics_port, "walwatch_walsender_synchronous")) !=
+             1.0) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(synchronous, 1.0) << "walwatch_walsender_synchronous";
+  // Not a gauge stuck at 1: it falls back once walwatch is excluded.
+  db().Exec("ALTER SYSTEM RESET synchronous_standby_names");
+  db().Exec("SELECT pg_reload_conf()");
+  deadline = In(seconds(30));
+  while (Clock::now() < deadline &&
+         (synchronous = Metric(metrics_port, "walwatch_walsender_synchronous")) !=
+             0.0) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(synchronous, 0.0)
+      << "walwatch_walsender_synchronous after synchronous_standby_names was "
+         "reset";
 }
 
 // The database is down when walwatch starts (restarted with the pod, or
@@ -1537,27 +1647,39 @@ TEST_F(FaultTest, StartupDoesNotWaitForALoginTheServerRefuses) {
 
 // A node is lost: the new walwatch starts while the old one's walsender
 // still holds the slot (until wal_sender_timeout). walwatch waits for the
-// slot instead of exiting into the kubelet's crash-loop backoff. Here
-// another replication connection holds the slot for a few seconds.
+// slot instead of exiting into the kubelet's crash-loop backoff, and is not
+// ready until it streams. Here another replication connection holds the slot
+// until walwatch has been refused it twice.
 TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
   StartCluster();
   PGconn* holder = HoldSlotWithAnotherWalsender();
   ASSERT_NE(holder, nullptr);
-  std::atomic<bool> released{false};
-  std::thread release([&] {
-    std::this_thread::sleep_for(seconds(6));
-    PQfinish(holder);
-    released = true;
-  });
-  auto* ww = Launch(Options());
-  release.join();
-  ASSERT_NE(ww, nullptr) << "walwatch did not wait for the slot";
-  EXPECT_TRUE(released);
-  EXPECT_FALSE(LogLines(*ww,
-                        "the replication slot is active in another process; "
-                        "waiting for it to end (a previous walwatch's "
-                        "walsender lives until wal_sender_timeout)")
-                   .empty());
+  walwatches_.push_back(std::make_unique<WalwatchProcess>(
+      Options(), tmpdir_ + "/walwatch-held.stderr"));
+  WalwatchProcess* ww = walwatches_.back().get();
+  const std::string waiting =
+      "the replication slot is active in another process; waiting for it to "
+      "end (a previous walwatch's walsender lives until wal_sender_timeout)";
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline && LogLines(*ww, waiting).size() < 2) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  size_t refusals = LogLines(*ww, waiting).size();
+  // While the slot is held, /readyz must not say 200.
+  int ready_while_held = 0;
+  for (int i = 0; i < 10; ++i) {
+    HttpResponse r = HttpGet(ww->socket_path(), "/readyz", In(seconds(2)));
+    ready_while_held += r.ok && r.status == 200;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  PQfinish(holder);
+  ASSERT_GE(refusals, 2u) << "walwatch did not wait for the slot: "
+                          << ww->StderrText();
+  EXPECT_EQ(ready_while_held, 0)
+      << "walwatch said it was ready while another walsender held its slot";
+  auto ready = ww->WaitReady(seconds(30));
+  ASSERT_TRUE(ready) << "not ready after the slot was released: "
+                     << ready.message();
   // And it streams.
   ExpectANewRowArrives(*ww);
 }

@@ -807,16 +807,35 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
                                ? ", the next transaction open during the state"
                                : ""));
       PgConnection writer = Connect();
+      PgConnection observer = Connect();
       uint64_t xid = 0;
       std::thread committer;
+      bool state_read_waited = false;
       if (open_during_state) {
-        // Commits while walwatch reads the state: walwatch waits for the
-        // WAL of the open transaction, which only its commit flushes.
+        // Commits while walwatch reads the state, after its snapshot: once
+        // walwatch's state reader has taken its snapshot (its last query is
+        // the snapshot's, or the cursor's that reads the rows) and its
+        // transaction is still open. walwatch then waits for the WAL of the
+        // open transaction, or reads rows its snapshot does not see changed.
         writer.Exec("BEGIN");
         pod.row.uid = "uid-round-" + std::to_string(++round);
         xid = UpdateModelRow(writer, pod);
-        committer = std::thread([&writer] {
-          std::this_thread::sleep_for(milliseconds(500));
+        const std::string writer_pid = writer.QueryValue("SELECT pg_backend_pid()");
+        committer = std::thread([&, writer_pid] {
+          auto deadline = In(kEventWait);
+          while (!state_read_waited && Clock::now() < deadline) {
+            state_read_waited =
+                observer.QueryValue(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() "
+                    "AND pid NOT IN (pg_backend_pid(), $1::int) "
+                    "AND xact_start IS NOT NULL "
+                    "AND (query LIKE 'SELECT pg_current_snapshot()%' "
+                    "OR query LIKE 'DECLARE walwatch_state%' "
+                    "OR query LIKE 'FETCH%')",
+                    {writer_pid}) != "0";
+            if (!state_read_waited) std::this_thread::sleep_for(milliseconds(5));
+          }
           writer.Exec("COMMIT");
         });
       }
@@ -824,6 +843,11 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
       auto opened = Open(watch, filter.Path() + "?watch=1" + mode);
       if (committer.joinable()) committer.join();
       ASSERT_TRUE(opened);
+      if (open_during_state) {
+        ASSERT_TRUE(state_read_waited)
+            << "walwatch's state reader was never seen inside its snapshot: "
+               "the commit did not land during the state read";
+      }
       WatchEvent e;
       uint64_t p = 0;
       do {
@@ -1019,7 +1043,22 @@ TEST_F(WatchSemanticsTest, SigtermClosesAWatcherWhoseSocketIsFull) {
   // What the watcher gets when it reads at last: a prefix of the events,
   // in order, and no final chunk (the connection was closed under it).
   std::vector<WatchEvent> got;
-  ReadToEnd(slow, &got, In(seconds(10)));
+  WatchClient::Result end;
+  for (;;) {
+    WatchEvent e;
+    end = slow.Next(&e, In(seconds(10)));
+    if (end != WatchClient::Result::kEvent) break;
+    got.push_back(std::move(e));
+  }
+  EXPECT_EQ(end, WatchClient::Result::kError)
+      << (end == WatchClient::Result::kEnd
+              ? "the stream ended with the final chunk: the socket was not "
+                "full, so the case was not tested"
+              : "the stream did not end within 10 s of walwatch's exit");
+  std::cout << "[ SHUTDOWN ] the full socket's reader got " << got.size()
+            << " events, then: " << slow.error() << std::endl;
+  ASSERT_FALSE(got.empty()) << "not even the events in the socket buffers";
+  EXPECT_LT(got.size(), 2000u) << "every event arrived: the socket was not full";
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].name(), "full-" + std::to_string(i));
   }
@@ -1048,35 +1087,42 @@ TEST_F(WatchSemanticsTest, KubectlAndCurlWithSelectorAndBookmarks) {
   }
   const std::string path =
       "/api/v1/pods?watch=1&labelSelector=app%3Dx&allowWatchBookmarks=true&"
-      "timeoutSeconds=5";
+      "timeoutSeconds=10";
+  // Each prints the initial state (x1) first; then x2 arrives live, within
+  // both streams' timeoutSeconds=10, which count from each request. So
+  // kubectl, slow to start on a loaded machine, starts first and has printed
+  // its first line before curl starts: each window then holds only curl's
+  // start, two inserts and their delivery, never kubectl's start.
+  auto deadline = In(kEventWait);
+  std::vector<std::vector<std::string>> lines(2), events(2);
   ChildProcess kubectl({{"kubectl", "--kubeconfig", kubeconfig,
                          "--request-timeout", "30s", "get", "--raw", path},
                         TempPath("kubectl.stderr"),
                         true,
                         {"HOME=" + TempPath(""), "KUBECONFIG="}});
+  auto first = kubectl.ReadStdoutLine(deadline);
+  ASSERT_TRUE(first.has_value()) << "kubectl printed nothing; "
+                                 << kubectl.StderrText();
+  lines[0].push_back(*first);
+  const auto kubectl_streaming = Clock::now();
   ChildProcess curl({{"curl", "-sSN", "--fail", "--max-time", "30",
                       "--unix-socket", ww_->socket_path(), "http://localhost" + path},
                      TempPath("curl.stderr"),
                      true,
                      {}});
-  // Each prints the initial state (x1) first; then x2 arrives live.
-  auto deadline = In(kEventWait);
-  std::vector<std::vector<std::string>> lines(2), events(2);
+  first = curl.ReadStdoutLine(deadline);
+  ASSERT_TRUE(first.has_value()) << "curl printed nothing; " << curl.StderrText();
+  lines[1].push_back(*first);
   ChildProcess* clients[] = {&kubectl, &curl};
-  for (int i = 0; i < 2; ++i) {
-    auto line = clients[i]->ReadStdoutLine(deadline);
-    ASSERT_TRUE(line.has_value()) << (i ? "curl" : "kubectl") << " printed nothing; "
-                                  << clients[i]->StderrText();
-    lines[i].push_back(*line);
-  }
   InsertModelRow(db(), LabeledPod("y2", {{"app", "y"}}));
   InsertModelRow(db(), LabeledPod("x2", {{"app", "x"}}));
+  const auto x2_inserted = Clock::now();
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(i ? "curl" : "kubectl");
     auto end = In(seconds(30));
     while (auto line = clients[i]->ReadStdoutLine(end)) lines[i].push_back(*line);
     auto status = clients[i]->WaitExit(seconds(10));
-    ASSERT_TRUE(status.has_value()) << "still running after timeoutSeconds=5";
+    ASSERT_TRUE(status.has_value()) << "still running after timeoutSeconds=10";
     EXPECT_TRUE(status->exited && status->exit_code == 0)
         << status->Describe() << "\n" << clients[i]->StderrText();
     std::vector<std::string> types, names;
@@ -1089,7 +1135,11 @@ TEST_F(WatchSemanticsTest, KubectlAndCurlWithSelectorAndBookmarks) {
         events[i].push_back(l);
       }
     }
-    EXPECT_EQ(names, (std::vector<std::string>{"x1", "x2"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"x1", "x2"}))
+        << "x2 was inserted "
+        << std::chrono::duration<double>(x2_inserted - kubectl_streaming).count()
+        << " s after kubectl's stream began, and must arrive within its "
+           "timeoutSeconds=10";
     ASSERT_FALSE(types.empty());
     EXPECT_EQ(types.back(), "BOOKMARK") << "a bookmark just before the timeout";
   }

@@ -187,6 +187,7 @@ struct TcpProxy::Impl {
   bool cut_done = false;
   std::vector<Pair> pairs;  // proxy thread only
   std::atomic<size_t> active{0};
+  std::atomic<size_t> stalled_waiting{0};
   std::atomic<size_t>* accepted = nullptr;
 
   static void Reset(int fd) {
@@ -265,8 +266,16 @@ struct TcpProxy::Impl {
       }
       std::vector<pollfd> fds;
       if (stalled.load()) {
+        // Which connections have sent bytes that nothing forwards: their
+        // client waits on the partition.
+        size_t waiting = 0;
+        for (auto& p : pairs) {
+          pollfd c{p.client, POLLIN, 0};
+          waiting += poll(&c, 1, 0) > 0 && (c.revents & POLLIN);
+        }
+        stalled_waiting = waiting;
         pollfd w{wake[0], POLLIN, 0};
-        if (poll(&w, 1, 200) > 0) {
+        if (poll(&w, 1, 50) > 0) {
           char b[64];
           while (read(wake[0], b, sizeof b) > 0) {
           }
@@ -386,11 +395,16 @@ size_t TcpProxy::CutAll() {
 void TcpProxy::SetRefusing(bool refusing) { impl_->refusing = refusing; }
 
 void TcpProxy::SetStalled(bool stalled) {
+  impl_->stalled_waiting = 0;
   impl_->stalled = stalled;
   (void)!write(impl_->wake[1], "x", 1);
 }
 
 size_t TcpProxy::active() const { return impl_->active.load(); }
+
+size_t TcpProxy::waiting_while_stalled() const {
+  return impl_->stalled.load() ? impl_->stalled_waiting.load() : 0;
+}
 
 // ---------------------------------------------------------------------------
 // FaultWriter

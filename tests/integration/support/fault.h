@@ -102,6 +102,10 @@ class TcpProxy {
   void SetStalled(bool stalled);
   size_t accepted() const { return accepted_.load(); }
   size_t active() const;
+  // While stalled: how many proxied connections have sent bytes that wait
+  // unforwarded, i.e. whose client waits on the partition (updated every
+  // 50 ms). 0 when not stalled.
+  size_t waiting_while_stalled() const;
 
  private:
   struct Impl;
