@@ -363,6 +363,23 @@ void EventBuilder::BuildEvents(const Transaction& txn,
   std::vector<Pending> pending;
   pending.reserve(txn.changes.size());
   auto where = [&](const RowChange& c) {
+    // A row of an initial state has no transaction or WAL position: name
+    // the row itself, as the table's key columns say.
+    if (fixed_rv && c.lsn == 0) {
+      std::string key;
+      for (MappedField f : {MappedField::kGroup, MappedField::kVersion,
+                            MappedField::kResource, MappedField::kCluster,
+                            MappedField::kNamespace, MappedField::kName}) {
+        const ColumnValue& v = c.columns.fields[static_cast<size_t>(f)];
+        key += key.empty() ? "" : " ";
+        key += kMappedFieldNames[static_cast<size_t>(f)];
+        key += '=';
+        key += v.state == ColumnValue::State::kValue
+                   ? v.text.substr(0, 100)
+                   : std::string("NULL");
+      }
+      return " (row " + key + ")";
+    }
     return " (transaction " + std::to_string(txn.xid) + ", change at " +
            FormatLsn(c.lsn) + ")";
   };

@@ -520,6 +520,10 @@ TEST_F(ConsumerWindowsTest, InitialStateWithARowThatIsNoObjectIsNotSilent) {
       ASSERT_TRUE(status.is_object()) << w.body();
       EXPECT_EQ(status.value("kind", ""), "Status") << w.body();
       EXPECT_EQ(status.value("code", 0), 500) << w.body();
+      // The operator can find the row from the message alone.
+      EXPECT_NE(status.value("message", "").find("name=bad"),
+                std::string::npos)
+          << w.body();
       continue;
     }
     // A 200 stream: its state must end in an ERROR with a 500 Status, not
@@ -549,6 +553,9 @@ TEST_F(ConsumerWindowsTest, InitialStateWithARowThatIsNoObjectIsNotSilent) {
     }
     EXPECT_EQ(error->object.value("kind", ""), "Status") << error->raw;
     EXPECT_EQ(error->object.value("code", 0), 500) << error->raw;
+    EXPECT_NE(error->object.value("message", "").find("name=bad"),
+              std::string::npos)
+        << "the message does not name the row: " << error->raw;
     EXPECT_TRUE(w.ExpectEnd(In(kEventWait)));
   }
 
