@@ -1684,6 +1684,91 @@ TEST_F(FaultTest, StartupWaitsForASlotHeldByAnotherWalsender) {
   ExpectANewRowArrives(*ww);
 }
 
+// While the new walwatch waits for the slot, the walsender that holds it
+// (the old walwatch's) still confirms, and moves it past a write. The new
+// walwatch read the slot before it waited: a floor from that read would
+// claim the write, and a client resuming from before it would silently
+// never get it. The floor comes from the slot as it is once walwatch holds
+// it, so that resume is a 410 (relist), and the stream goes on.
+TEST_F(FaultTest, ASlotMovedWhileStartupWaitsRaisesTheFloor) {
+  StartCluster();
+  PGconn* holder = HoldSlotWithAnotherWalsender();
+  ASSERT_NE(holder, nullptr);
+  walwatches_.push_back(std::make_unique<WalwatchProcess>(
+      Options(), tmpdir_ + "/walwatch-moved.stderr"));
+  WalwatchProcess* ww = walwatches_.back().get();
+  const std::string waiting =
+      "the replication slot is active in another process; waiting for it to "
+      "end (a previous walwatch's walsender lives until wal_sender_timeout)";
+  auto deadline = In(seconds(30));
+  while (Clock::now() < deadline && LogLines(*ww, waiting).empty()) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(LogLines(*ww, waiting).empty())
+      << "walwatch did not wait for the slot: " << ww->StderrText();
+
+  // walwatch has read the slot. A client's last RV, then a write that only
+  // the holder receives and confirms.
+  const uint64_t before = Marker();
+  InsertRow(db(), Pod("c1", "default", "old-walsender-only"));
+  const uint64_t confirmed =
+      ParseLsn(db().QueryValue("SELECT pg_current_wal_lsn()::text"));
+  ASSERT_GT(confirmed, before);
+  // A standby status update (FACTS.md: 'r', write, flush, apply, clock,
+  // reply), flush = confirmed: the walsender moves confirmed_flush_lsn.
+  std::string update(1 + 8 * 4 + 1, '\0');
+  update[0] = 'r';
+  for (int field = 0; field < 3; ++field) {
+    for (int b = 0; b < 8; ++b) {
+      update[1 + 8 * field + b] =
+          static_cast<char>((confirmed >> (8 * (7 - b))) & 0xff);
+    }
+  }
+  ASSERT_EQ(PQputCopyData(holder, update.data(),
+                          static_cast<int>(update.size())),
+            1)
+      << PQerrorMessage(holder);
+  ASSERT_EQ(PQflush(holder), 0) << PQerrorMessage(holder);
+  deadline = In(seconds(30));
+  uint64_t moved = 0;
+  while (Clock::now() < deadline && moved < confirmed) {
+    moved = ParseLsn(db().QueryValue(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE "
+        "slot_name = '" + std::string(kSlot) + "'"));
+    if (moved < confirmed) std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_GE(moved, confirmed) << "the holder did not move the slot";
+  PQfinish(holder);
+
+  auto ready = ww->WaitReady(seconds(60));
+  ASSERT_TRUE(ready) << "not ready after the slot was released: "
+                     << ready.message();
+  EXPECT_FALSE(LogLines(*ww, "the replication slot moved while walwatch "
+                             "waited for it; the log starts after the moved "
+                             "position")
+                   .empty());
+
+  // The resume from before the write the new walwatch never saw: a 410.
+  WatchClient resume;
+  ASSERT_TRUE(resume.Open(ww->socket_path(),
+                          "/api/v1/pods?watch=1&resourceVersion=" +
+                              std::to_string(before),
+                          In(seconds(20))));
+  if (resume.status() == 200) {
+    WatchEvent e;
+    ASSERT_TRUE(resume.NextEvent(&e, In(seconds(20))))
+        << "a resume from " << before
+        << " streams as if exact, without the write the old walsender "
+           "confirmed";
+    EXPECT_EQ(e.type, "ERROR") << e.raw;
+    EXPECT_EQ(e.object.value("code", 0), 410) << e.raw;
+  } else {
+    EXPECT_EQ(resume.status(), 410) << resume.body();
+  }
+  // And the stream goes on from where the slot is.
+  ExpectANewRowArrives(*ww);
+}
+
 // SIGTERM while startup waits for the slot: a clean exit, not death by the
 // signal's default action.
 TEST_F(FaultTest, SigtermWhileStartupWaitsForTheSlotExitsCleanly) {
