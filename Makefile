@@ -5,7 +5,8 @@
 #   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
 #   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
-#   make soak   1,000 watchers, steady writes, SOAK_MINUTES=10; RSS and fds must stay flat (tests/bench/soak.sh)
+#   make soak   1,000 watchers, steady writes, SOAK_MINUTES=10; RSS and fds must stay flat (tests/bench/soak.sh);
+#               then 2,000 reflector clients for 5 min (tests/bench/reflector_soak.sh)
 BUILD_DIR ?= build
 JOBS ?= 2
 
@@ -29,9 +30,11 @@ test-fault:
 bench:
 	tests/bench/run-bench.sh
 
-# Not in CI: 1,000 watchers for SOAK_MINUTES (10); appends to BENCHMARKS.md.
+# Not in CI: 1,000 watchers for SOAK_MINUTES (10), then 2,000 reflector-like
+# clients for 5 minutes of Clusterpedia-shaped writes; both append to
+# BENCHMARKS.md.
 soak:
-	tests/bench/soak.sh
+	tests/bench/soak.sh; a=$$?; tests/bench/reflector_soak.sh; b=$$?; exit $$((a || b))
 
 fuzz:
 	tests/fuzz/run-fuzz.sh

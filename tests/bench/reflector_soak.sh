@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The consumer's test, long and wide (`make soak`, after soak.sh; not in CI):
+# tests/integration/reflector_test.cc with SOAK_REFLECTOR_CLIENTS (2000)
+# clients written like client-go's reflector (list, watch with bookmarks and
+# timeoutSeconds, resume, relist on 410) over a Clusterpedia-shaped mix, for
+# SOAK_REFLECTOR_SECONDS (300) of writes. It passes when every client's state
+# equals SQL, no object version shares an RV, and no client of a quiet
+# resource gets a 410. The report (its [REFLECTOR] lines) is printed and,
+# unless SOAK_NO_APPEND=1, appended to BENCHMARKS.md.
+#
+#   tests/bench/reflector_soak.sh
+#   SOAK_REFLECTOR_CLIENTS=200 SOAK_REFLECTOR_SECONDS=60 SOAK_NO_APPEND=1 \
+#     tests/bench/reflector_soak.sh          # a quick run
+#
+# Environment: SOAK_REFLECTOR_CLIENTS, SOAK_REFLECTOR_SECONDS,
+# SOAK_REFLECTOR_SEED (20261204), SOAK_NO_APPEND, BUILD_DIR (build), JOBS (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-2}
+CLIENTS=${SOAK_REFLECTOR_CLIENTS:-2000}
+SECONDS_OF_WRITES=${SOAK_REFLECTOR_SECONDS:-300}
+SEED=${SOAK_REFLECTOR_SEED:-20261204}
+say() { echo "reflector-soak: $*" >&2; }
+
+"$ROOT/tests/tools/install-deps.sh"
+cmake -S . -B "$BUILD_DIR" >/dev/null
+cmake --build "$BUILD_DIR" -j"$JOBS" --target reflector_test walwatch
+
+DIR=$(mktemp -d /tmp/walwatch-reflector-soak.XXXXXX)
+PGDIR="$DIR/pg"
+# shellcheck disable=SC2317  # invoked by the trap
+cleanup() { "$ROOT/tests/tools/pg-sandbox.sh" stop "$PGDIR" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$PGDIR")"
+# Each client holds a connection; the test process needs the descriptors.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+say "$CLIENTS clients, $SECONDS_OF_WRITES s of writes (seed $SEED)"
+start=$(date +%s)
+set +e
+WALWATCH_REFLECTOR_CLIENTS=$CLIENTS WALWATCH_REFLECTOR_SECONDS=$SECONDS_OF_WRITES \
+  WALWATCH_REFLECTOR_SEED=$SEED \
+  "$BUILD_DIR/tests/reflector_test" >"$DIR/reflector.log" 2>&1
+rc=$?
+set -e
+took=$(($(date +%s) - start))
+verdict=$([[ $rc == 0 ]] && echo "passed" || echo "FAILED (exit $rc; log kept in $DIR/reflector.log)")
+
+report() {
+  echo
+  echo "## Reflector soak — $(date -u +%Y-%m-%d) — commit $(git rev-parse --short HEAD)"
+  echo
+  echo "Command: \`SOAK_REFLECTOR_CLIENTS=$CLIENTS SOAK_REFLECTOR_SECONDS=$SECONDS_OF_WRITES tests/bench/reflector_soak.sh\` ($(nproc) cores, ${took} s in all)."
+  echo
+  echo '```'
+  grep '^\[REFLECTOR\]' "$DIR/reflector.log" || echo "(no summary: see the log)"
+  echo '```'
+  echo
+  echo "**Result: $verdict.**"
+}
+report | tee "$DIR/report.md"
+if [[ "${SOAK_NO_APPEND:-}" != 1 ]]; then
+  cat "$DIR/report.md" >>"$ROOT/BENCHMARKS.md"
+  say "appended to BENCHMARKS.md"
+fi
+exit "$rc"
