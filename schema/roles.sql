@@ -10,9 +10,10 @@
 --   LOGIN        -- it connects.
 --   REPLICATION  -- it opens a `replication=database` connection, creates its
 --                   logical slot (wal2json) and streams from it. Note that
---                   PostgreSQL servers that have `output_plugin_libraries` (Debian's
---                   15.20 security update) only let REPLICATION users use the
---                   plugins listed there: add wal2json to it in postgresql.conf.
+--                   PostgreSQL 15.19 and later have `output_plugin_libraries`
+--                   (CVE-2026-6471; Debian 12's 15.19-0+deb12u1 security
+--                   update) and only let REPLICATION users use the plugins
+--                   listed there: add wal2json to it in postgresql.conf.
 --   SELECT on resources -- the initial state (watch without resourceVersion,
 --                   WatchList) is read from the table inside the slot's snapshot.
 -- Nothing else: no INSERT/UPDATE/DELETE, no other tables. (REPLICATION lets a

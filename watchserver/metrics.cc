@@ -108,6 +108,16 @@ Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
         &impl_->sent.Add({{"type", EventTypeName(t)}});
   }
   impl_->sent_by_type[3] = &impl_->sent.Add({{"type", "BOOKMARK"}});
+  // Every reason's series from the start, at 0: a counter whose series is
+  // born at 1 shows no increase() for its first end, and the alerts on
+  // terminations would miss it.
+  for (WatchEndReason reason :
+       {WatchEndReason::kTimeout, WatchEndReason::kClientClosed,
+        WatchEndReason::kExpired, WatchEndReason::kBacklog,
+        WatchEndReason::kBarrier, WatchEndReason::kShutdown,
+        WatchEndReason::kError}) {
+    impl_->terminated.Add({{"reason", WatchEndReasonName(reason)}});
+  }
 }
 
 Metrics::~Metrics() = default;

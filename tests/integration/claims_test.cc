@@ -1,20 +1,23 @@
 // What README.md claims about walwatch, each read by a test (issue 19, part
-// 5): the metrics it lists, read from a real scrape of /metrics; --mapping
-// FILE end to end on a table that is not `resources`; --retained-wal-warn;
-// `walwatch watch --selector`; the 2 s write grace at shutdown; and
-// `walwatch slots drop --inactive-for` with an age above zero.
+// 5): the metrics it lists, read from a real scrape of /metrics; the metric
+// names of the alerts, the dashboard and the docs, checked against such a
+// scrape; --mapping FILE end to end on a table that is not `resources`;
+// --retained-wal-warn; `walwatch watch --selector`; the 2 s write grace at
+// shutdown; `walwatch slots drop --inactive-for` with an age above zero; and
+// the container image's non-root user, which walwatch runs as.
 //
 // Not here, and why:
 //  * walwatch_walsender_synchronous = 1, walwatch_history_resets_total > 0
 //    and walwatch_busy_walsender_waits_total > 0 need a synchronous
 //    standby, a failover and a walsender decoding a huge transaction, which
-//    the fault suite (fault_test.cc) makes; here they are read at their
-//    healthy value, 0.
+//    only the fault suite (fault_test.cc) makes; here they are read at
+//    their healthy value, 0.
 //  * walwatch_decode_errors_total > 0 needs a wal2json message walwatch
 //    cannot decode, which a real server does not send; here it is read at
 //    0 (the wal2json fuzz target and the decoder's unit tests feed such
 //    messages).
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -190,6 +194,113 @@ TEST_F(ClaimsTest, MetricsDescribeTheEventLogTheLagAndTheSlot) {
         "walwatch_row_errors_total"}) {
     EXPECT_EQ(MetricValue(scrape, series), 0.0) << series << "\n" << scrape;
   }
+}
+
+// README.md: the alerts, the Grafana dashboard and the docs name metrics the
+// binary exports. check_manifests.py --scrape reads every name (and the
+// reason/status/type values the alerts select) against a real scrape, taken
+// while a watch is open (walwatch_watchers has a series only then) and after
+// an event went out.
+TEST_F(ClaimsTest, PackagingAndDocsNameOnlyScrapedMetrics) {
+  auto* ww = StartWalwatch(WithMetrics());
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  InsertRow(db(), Pod("c1", "default", "scraped"));
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(ReadEvents(watch, 1, &events, In(kEventWait)));
+  const std::string path = TempPath("metrics.txt");
+  {
+    std::ofstream out(path);
+    out << Scrape();
+  }
+  CommandResult r = RunCommand(
+      {"python3", WALWATCH_SOURCE_DIR "/tests/packaging/check_manifests.py",
+       "--root", WALWATCH_SOURCE_DIR, "--scrape", path},
+      seconds(60));
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.Describe() << "\n"
+                                             << r.output;
+}
+
+// packaging/Dockerfile's image runs as a numeric, non-root USER, and walwatch
+// needs nothing more: run as that uid and gid (with setpriv when the test
+// runs as root; as the test's own user otherwise), it connects, streams,
+// serves its socket and /readyz, and delivers a watch event.
+TEST_F(ClaimsTest, TheImagesNonRootUserRunsWalwatch) {
+  std::ifstream in(WALWATCH_SOURCE_DIR "/packaging/Dockerfile");
+  ASSERT_TRUE(in) << "packaging/Dockerfile";
+  std::string user;  // the last USER of the final stage
+  const std::regex from(R"(^\s*FROM\s.*)", std::regex::icase);
+  const std::regex user_re(R"(^\s*USER\s+(\S+)\s*$)", std::regex::icase);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, from)) user.clear();
+    if (std::regex_match(line, m, user_re)) user = m[1];
+  }
+  std::smatch ids;
+  ASSERT_TRUE(std::regex_match(user, ids, std::regex(R"((\d+):(\d+))")))
+      << "the final stage's USER is '" << user << "', not numeric uid:gid";
+  const int uid = std::stoi(ids[1]);
+  const int gid = std::stoi(ids[2]);
+  ASSERT_NE(uid, 0) << "USER " << user << " is root";
+  ASSERT_NE(gid, 0) << "USER " << user << " has group root";
+
+  // A socket directory the user owns, as the image's /run/walwatch; the
+  // server over TCP (the sandbox's socket directory is the postgres user's).
+  std::string dir = TempPath("nonroot.XXXXXX");
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  std::vector<std::string> argv;
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(dir.c_str(), uid, gid), 0);
+    ASSERT_EQ(chmod(TempPath("").c_str(), 0711), 0);
+    argv = {"setpriv",   "--reuid=" + std::to_string(uid),
+            "--regid=" + std::to_string(gid), "--clear-groups"};
+  }
+  const int port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  const std::string socket = dir + "/walwatch.sock";
+  const std::string conninfo =
+      "host=127.0.0.1 port=" + server().port + " dbname=" + dbname() +
+      " user=postgres";
+  argv.insert(argv.end(),
+              {WALWATCH_BINARY, "--conninfo", conninfo, "--slot",
+               UniqueName("nonroot"), "--socket", socket, "--metrics-address",
+               "127.0.0.1:" + std::to_string(port)});
+  ChildProcess ww({argv, TempPath("nonroot.log"), false, {}});
+
+  // Ready: streaming, and the socket served.
+  std::string ready;
+  for (const auto deadline = In(kEventWait); Clock::now() < deadline;) {
+    CommandResult r = RunCommand(
+        {"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+         "5", "http://127.0.0.1:" + std::to_string(port) + "/readyz"},
+        seconds(10));
+    ready = r.output;
+    if (ready == "200" || !ww.Running()) break;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  ASSERT_EQ(ready, "200") << "walwatch as uid " << uid << ":\n"
+                          << ww.StderrText();
+  CommandResult owner = RunCommand({"stat", "-c", "%u:%g", socket}, seconds(5));
+  EXPECT_EQ(owner.output, user + "\n") << "the socket's owner";
+
+  HttpResponse fresh = HttpGet(socket, "/walwatch/v1/freshrv", In(kEventWait));
+  auto doc = nlohmann::json::parse(fresh.body, nullptr, false);
+  ASSERT_TRUE(fresh.ok && doc.contains("resourceVersion")) << fresh.body;
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(socket,
+                         WatchTarget("/api/v1/pods",
+                                     std::stoull(doc["resourceVersion"]
+                                                     .get<std::string>())),
+                         In(kEventWait)));
+  InsertRow(db(), Pod("c1", "default", "nonroot"));
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(ReadEvents(watch, 1, &events, In(kEventWait)))
+      << ww.StderrText();
+  EXPECT_EQ(events[0].type, "ADDED");
+  const ExitStatus stopped = ww.Stop();
+  EXPECT_TRUE(stopped.exited && stopped.exit_code == 0)
+      << stopped.Describe() << "\n" << ww.StderrText();
 }
 
 // A row whose object is not a JSON object cannot become an event: it is

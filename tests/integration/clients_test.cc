@@ -220,6 +220,7 @@ TEST_F(ClientsTest, WalwatchSlotsListsAndDropsInactiveSlots) {
 }
 
 TEST_F(ClientsTest, KubectlOverTcpListen) {
+  if (!OnPath("kubectl")) GTEST_SKIP() << kNoKubectl;
   int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);
   auto options = DefaultOptions();
@@ -231,6 +232,7 @@ TEST_F(ClientsTest, KubectlOverTcpListen) {
 }
 
 TEST_F(ClientsTest, KubectlThroughSocat) {
+  if (!OnPath("kubectl")) GTEST_SKIP() << kNoKubectl;
   auto* ww = StartWalwatch();
   ASSERT_NE(ww, nullptr);
   int port = FreeLoopbackPort();

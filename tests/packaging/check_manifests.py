@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """Offline checks of walwatch's packaging against the walwatch binary.
 
-Run by check_manifests.sh, which renders packaging/kubernetes with
-`kubectl kustomize` first. Needs PyYAML (python3-yaml), nothing else.
+Run by check_manifests.sh, which renders packaging/kubernetes first
+(render_kustomization.py, and `kubectl kustomize` where kubectl is
+installed). Needs PyYAML (python3-yaml), nothing else.
 
   check_manifests.py --root REPO --binary WALWATCH --rendered FILE
+  check_manifests.py --root REPO --scrape METRICS_TEXT
+
+The second form checks metric names only, against a scrape of a running
+walwatch's /metrics (ClaimsTest.PackagingAndDocsNameOnlyScrapedMetrics
+starts one against PostgreSQL and runs it); see the end of this docstring.
 
 What it checks, for every pod template that runs walwatch (an image or
 command named walwatch, in containers or initContainers; in initContainers
@@ -27,12 +33,16 @@ it must be a native sidecar, restartPolicy Always):
     prometheus.io/* annotations, not both;
   * memory limit above --max-log-bytes; non-root, read-only root filesystem,
     no privilege escalation, all capabilities dropped.
-And: alerts in PrometheusRules and the Grafana dashboard use only metric
-names (and reason/status/type label values) that are string literals of the
-sources (cdc/, watchserver/); each
-alert has severity, summary, description and a runbook whose README anchors
-exist; the systemd defaults file lists exactly the flags' variables and the
+And: each alert has severity, summary, description and a runbook whose
+README anchors exist, the first its own section; the Grafana dashboard is
+valid; the systemd defaults file lists exactly the flags' variables and the
 unit's RuntimeDirectory holds the default socket.
+
+With --scrape: the alerts of the rendered PrometheusRules, the Grafana
+dashboard's queries and the metric names in backquotes in README.md and
+packaging/kubernetes/README.md (`walwatch_x_bytes` and `_seconds` is read as
+walwatch_x_seconds) use only metric names (and reason/status/type label
+values) that the scrape has.
 """
 
 import argparse
@@ -70,7 +80,7 @@ def check(cond, msg, why=""):
 
 
 # ---------------------------------------------------------------------------
-# The binary's flags (--help); the sources' metric names.
+# The binary's flags (--help).
 
 class Binary:
     def __init__(self, path):
@@ -104,28 +114,30 @@ class Binary:
         return d
 
 
-class Sources:
-    """String literals of the C++ sources: metric names and label values.
+class Scrape:
+    """The metric families, sample names and label values of a /metrics
+    scrape (Prometheus text format)."""
 
-    Not the binary's bytes: GCC builds a std::string from a literal with
-    immediate stores, so a name need not appear in the binary as a C string.
-    """
+    def __init__(self, path):
+        self.metrics = set()      # family and sample names
+        self.labels = {}          # label name -> values seen
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"^# TYPE (\S+) \S+", line)
+                if m:
+                    self.metrics.add(m.group(1))
+                    continue
+                m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s", line)
+                if not m or line.startswith("#"):
+                    continue
+                self.metrics.add(m.group(1))
+                for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                       m.group(3) or ""):
+                    self.labels.setdefault(k, set()).add(v)
+        self.walwatch = {n for n in self.metrics if n.startswith("walwatch_")}
 
-    def __init__(self, root):
-        self.literals = set()
-        for sub in ("cdc", "watchserver", "schema"):
-            for dirpath, _, files in os.walk(os.path.join(root, sub)):
-                for name in files:
-                    if name.endswith((".cc", ".h")):
-                        with open(os.path.join(dirpath, name),
-                                  errors="replace") as f:
-                            self.literals.update(re.findall(
-                                r'"((?:[^"\\\n]|\\.)*)"', f.read()))
-        self.metrics = {s for s in self.literals
-                        if re.fullmatch(r"walwatch_[a-z0-9_]+", s)}
-
-    def has_literal(self, s):
-        return s in self.literals
+    def has_label_value(self, label, value):
+        return value in self.labels.get(label, set())
 
     def has_metric(self, name):
         if name in self.metrics:
@@ -613,25 +625,79 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
 # ---------------------------------------------------------------------------
 # Metric names and label values in PromQL.
 
-def check_promql(expr, where, sources, jobs=None):
+def check_promql(expr, where, scrape, jobs=None):
+    """With a scrape: every walwatch_* name and reason/status/type value is
+    in it. Without one (the offline checks): only that the query reads a
+    walwatch metric or up{job=...} of a scraped Service."""
     names = sorted(set(re.findall(r"\bwalwatch_[a-z0-9_]+", expr)))
-    missing = [n for n in names if not sources.has_metric(n)]
     up_jobs = re.findall(r'\bup\s*\{[^}]*\bjob\s*=\s*"([^"]*)"', expr)
     if up_jobs and jobs is not None:
         # A ServiceMonitor's job label is its Service's name.
         bad = [j for j in up_jobs if j not in jobs]
         check(not bad, f"{where}: up{{job=...}} names a scraped Service",
               f"{bad} not in {sorted(jobs)}")
+    if scrape is None:
+        check(bool(names or up_jobs), f"{where}: reads a walwatch metric or up",
+              "no walwatch metric")
+        return
+    missing = [n for n in names if not scrape.has_metric(n)]
     check((names or up_jobs) and not missing,
-          f"{where}: metrics {names or ['up']} exist",
-          f"not in the sources: {missing}" if names else "no walwatch metric")
+          f"{where}: metrics {names or ['up']} are in the scrape",
+          f"not in the scrape: {missing}" if names else "no walwatch metric")
     for label, _, value in re.findall(
             r'\b(reason|status|type)\s*(=~|=|!=|!~)\s*"([^"]*)"', expr):
         if not re.fullmatch(r"[A-Za-z_|]+", value):
             continue
-        bad = [v for v in value.split("|") if not sources.has_literal(v)]
-        check(not bad, f"{where}: {label} values {value!r} exist",
-              f"not in the sources: {bad}")
+        bad = [v for v in value.split("|")
+               if not scrape.has_label_value(label, v)]
+        check(not bad, f"{where}: {label} values {value!r} are in the scrape",
+              f"not in the scrape: {bad}")
+
+
+def doc_metric_names(path):
+    """The metric names a Markdown file gives in backquotes, outside code
+    blocks: `walwatch_a_b{label}`, and `_c` after one of them for a
+    sibling (walwatch_a_c, or walwatch_a_b_c). Slot names and prefixes
+    (`walwatch_`, `walwatch_$(POD_NAME)`, `walwatch_.*`) are not metrics."""
+    found = []  # (line number, [candidate names])
+    in_code = False
+    with open(path) as f:
+        lines = f.readlines()
+    last = None
+    for no, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        if not line.strip():
+            last = None
+        for span in re.findall(r"`([^`]+)`", line):
+            m = re.fullmatch(r"(walwatch_[a-z0-9_]*[a-z0-9])(\{[a-z_,]*\})?",
+                             span)
+            if m:
+                last = m.group(1)
+                found.append((no, [last]))
+                continue
+            m = re.fullmatch(r"_([a-z0-9_]*[a-z0-9])(\{[a-z_,]*\})?", span)
+            if m and last:
+                parts = last.split("_")
+                found.append((no, ["_".join(parts[:len(parts) - k]) + "_" +
+                                   m.group(1) for k in range(0, 3)
+                                   if len(parts) - k >= 2]))
+                continue
+            last = None if "walwatch" in span else last
+    return found
+
+
+def check_docs(root, scrape):
+    for rel in ("README.md", "packaging/kubernetes/README.md"):
+        names = doc_metric_names(os.path.join(root, rel))
+        bad = [f"{rel}:{no}: {'|'.join(c)}" for no, c in names
+               if not any(scrape.has_metric(n) for n in c)]
+        check(bool(names) and not bad,
+              f"{rel}: the {len(names)} metric names it gives are in the "
+              "scrape", f"not in the scrape: {bad}" if names else "none found")
 
 
 def scraped_services(services, monitors):
@@ -659,14 +725,14 @@ def github_anchors(path):
     return anchors
 
 
-def check_rules(rules_docs, sources, root, jobs):
+def check_rules(rules_docs, scrape, root, jobs):
     for doc in rules_docs:
         for group in (doc.get("spec") or {}).get("groups") or []:
             for rule in group.get("rules") or []:
                 if "alert" not in rule:
                     continue
                 where = f"alert {rule['alert']}"
-                check_promql(rule.get("expr", ""), where, sources, jobs)
+                check_promql(rule.get("expr", ""), where, scrape, jobs)
                 check((rule.get("labels") or {}).get("severity") in
                       ("critical", "warning", "info"),
                       f"{where}: has a severity")
@@ -691,7 +757,7 @@ def check_rules(rules_docs, sources, root, jobs):
                       f"packaging/kubernetes/README.md#{name.lower()}")
 
 
-def check_dashboard(path, sources, root):
+def check_dashboard(path, scrape, root):
     where = os.path.relpath(path, root)
     try:
         with open(path) as f:
@@ -710,7 +776,7 @@ def check_dashboard(path, sources, root):
     for p in panels:
         for t in p.get("targets") or []:
             check_promql(t.get("expr", ""), f"{where} panel {p.get('title')!r}"
-                         f" {t.get('refId')}", sources)
+                         f" {t.get('refId')}", scrape)
 
 
 def check_systemd(root, binary):
@@ -738,37 +804,55 @@ def check_systemd(root, binary):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--rendered", required=True)
+    ap.add_argument("--binary")
+    ap.add_argument("--rendered")
+    ap.add_argument("--scrape", help="a /metrics scrape: check metric names "
+                    "only, against it")
     a = ap.parse_args()
+    dashboard = os.path.join(a.root,
+                             "packaging/grafana/walwatch-dashboard.json")
 
-    binary = Binary(a.binary)
-    ok(f"{a.binary} --help lists {len(binary.flags)} flags")
-    docker = read_dockerfile(os.path.join(a.root, "packaging/Dockerfile"))
-    with open(a.rendered) as f:
-        docs = [d for d in yaml.safe_load_all(f) if d]
-    services = [d for d in docs if d.get("kind") == "Service"]
-    monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
-    rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+    if a.scrape:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import render_kustomization
+        docs = render_kustomization.render(
+            os.path.join(a.root, "packaging/kubernetes"))
+        scrape = Scrape(a.scrape)
+        check(len(scrape.walwatch) > 10,
+              f"the scrape has {len(scrape.walwatch)} walwatch_* names")
+        rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+        check(bool(rules), "a PrometheusRule is rendered")
+        print("--- alerts")
+        check_rules(rules, scrape, a.root, None)
+        print("--- dashboard")
+        check_dashboard(dashboard, scrape, a.root)
+        print("--- docs")
+        check_docs(a.root, scrape)
+    else:
+        if not (a.binary and a.rendered):
+            ap.error("--binary and --rendered, or --scrape")
+        binary = Binary(a.binary)
+        ok(f"{a.binary} --help lists {len(binary.flags)} flags")
+        docker = read_dockerfile(os.path.join(a.root, "packaging/Dockerfile"))
+        with open(a.rendered) as f:
+            docs = [d for d in yaml.safe_load_all(f) if d]
+        services = [d for d in docs if d.get("kind") == "Service"]
+        monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
+        rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
 
-    with tempfile.TemporaryDirectory(prefix="walwatch-manifests.") as tmp:
-        found = False
-        for obj, meta, spec, replicas in pod_templates(docs):
-            found |= check_workload(obj, meta, spec, replicas, binary, docker,
-                                    services, monitors, tmp)
-    check(found, "the manifests run walwatch")
-    print("--- alerts")
-    check(bool(rules), "a PrometheusRule is rendered")
-    sources = Sources(a.root)
-    check(len(sources.metrics) > 10,
-          f"the sources define {len(sources.metrics)} walwatch_* metrics")
-    check_rules(rules, sources, a.root, scraped_services(services, monitors))
-    print("--- dashboard")
-    check_dashboard(os.path.join(a.root,
-                                 "packaging/grafana/walwatch-dashboard.json"),
-                    sources, a.root)
-    print("--- systemd")
-    check_systemd(a.root, binary)
+        with tempfile.TemporaryDirectory(prefix="walwatch-manifests.") as tmp:
+            found = False
+            for obj, meta, spec, replicas in pod_templates(docs):
+                found |= check_workload(obj, meta, spec, replicas, binary,
+                                        docker, services, monitors, tmp)
+        check(found, "the manifests run walwatch")
+        print("--- alerts (their metric names: with --scrape)")
+        check(bool(rules), "a PrometheusRule is rendered")
+        check_rules(rules, None, a.root, scraped_services(services, monitors))
+        print("--- dashboard (its metric names: with --scrape)")
+        check_dashboard(dashboard, None, a.root)
+        print("--- systemd")
+        check_systemd(a.root, binary)
 
     if FAILURES:
         print(f"\n{len(FAILURES)} check(s) failed")

@@ -8,7 +8,10 @@
 #   2. yamllint, with packaging/kubernetes/.yamllint, finds no errors;
 #   3. check_manifests.py: the rendered objects, the Dockerfile, the alerts,
 #      the Grafana dashboard and the systemd files agree with the binary's
-#      flags (`walwatch --help`) and metric names (see its docstring).
+#      flags (`walwatch --help`; see its docstring). The metric names they
+#      use are checked against a real scrape of /metrics by
+#      ClaimsTest.PackagingAndDocsNameOnlyScrapedMetrics (label integration:
+#      it needs PostgreSQL).
 # Prints each check as PASS/FAIL; exits non-zero if any failed.
 #
 # Usage: tests/packaging/check_manifests.sh path/to/walwatch

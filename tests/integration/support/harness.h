@@ -116,6 +116,29 @@ inline int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+// Whether an executable `name` is on PATH (as execvp would find it).
+inline bool OnPath(const std::string& name) {
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// The one line a test that runs kubectl skips with where there is none
+// (tests/tools/install-deps.sh installs Debian's kubernetes-client; a
+// ctest run on a machine without it still passes):
+//   if (!OnPath("kubectl")) GTEST_SKIP() << kNoKubectl;
+inline constexpr const char* kNoKubectl =
+    "kubectl is not on PATH: this test runs it (tests/tools/install-deps.sh "
+    "installs Debian's kubernetes-client)";
+
 // GORM's INSERT for an ADDED object.
 inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
   return std::stoull(conn.QueryValue(
