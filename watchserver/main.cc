@@ -402,6 +402,13 @@ int Main(int argc, char** argv) {
                               return static_cast<double>(
                                   server.connections_refused().peer);
                             });
+  metrics.AddGauge("walwatch_state_reads_queued",
+                   "Initial states waiting for a state worker: all of them "
+                   "busy, or their client holding its share (half of "
+                   "--state-workers).",
+                   [&state] {
+                     return static_cast<double>(state.queued_states());
+                   });
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {
     if (std::string e = ops.Start(config.metrics_address); !e.empty()) {

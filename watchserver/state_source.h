@@ -39,6 +39,10 @@ struct StateQuery {
   // The state's RV must be at least this (WatchList's resourceVersion with
   // resourceVersionMatch=NotOlderThan); 0: any.
   uint64_t not_older_than = 0;
+  // Who asks (PeerIdentity: the Unix socket peer's process, or the TCP
+  // peer's address). A client holds at most its share of the state readers;
+  // its further states wait behind its own. Empty: one anonymous client.
+  std::string client;
 };
 
 // InitialStateStream carries one state read from the worker that reads it to

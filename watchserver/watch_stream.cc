@@ -258,7 +258,7 @@ void WatchSession::StartInitialState() {
       context_->options.initial_state_timeout);
   state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
                               watch_.cluster, watch_.ns,
-                              watch_.resource_version.value_or(0)},
+                              watch_.resource_version.value_or(0), client_},
                    state_stream_);
   // Notice a client that gives up while the state is read.
   DoReadForDisconnect();
