@@ -363,6 +363,8 @@ int Main(int argc, char** argv) {
   http_options.tcp_listen = config.tcp_listen;
   http_options.too_large_rv_wait = config.too_large_rv_wait;
   http_options.initial_state_timeout = config.initial_state_timeout;
+  http_options.initial_state_stall_timeout =
+      config.initial_state_stall_timeout;
   http_options.bookmark_interval = config.bookmark_interval;
   // A watcher must be able to take the largest transaction the log keeps
   // in one go without being called slow.
