@@ -225,8 +225,9 @@ class StateShareTest : public WalwatchTest {
 };
 
 // Fails without the share: the slow client's two streams take both state
-// workers, and the other client's initial state waits for one (60 s, then
-// 504), well past the deadline here.
+// workers, and the other client's initial state waits for one until a slow
+// connection is dropped (30 s of undrained write) or for its 504 (60 s),
+// past the 20 s deadline here.
 TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
   // ~26 MB of pods: more than a TCP connection's buffers (a 4 KB window,
   // walwatch's send buffer of up to 4 MB) and the 4 MiB queue hold.
