@@ -1,5 +1,7 @@
 #include "cdc/state_service.h"
 
+#include <optional>
+
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
 #include "cdc/pg_checks.h"
@@ -456,6 +458,7 @@ void StateService::Worker::FreshRv(const RvCallback& done,
 StateService::StateService(StateServiceOptions options, EventLog* log,
                            std::function<void()> request_keepalive)
     : options_(std::move(options)),
+      share_(std::max(1, options_.workers / 2)),
       log_(log),
       request_keepalive_(std::move(request_keepalive)),
       stop_signal_(std::make_unique<PgStop>()) {
@@ -475,38 +478,94 @@ StateService::~StateService() {
   for (auto& t : threads_) t.join();
 }
 
-void StateService::Post(Lane lane, std::function<void(Worker&)> job) {
+void StateService::PostRv(Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    (lane == Lane::kRv ? rv_jobs_ : state_jobs_).push_back(std::move(job));
+    rv_jobs_.push_back(std::move(job));
   }
   // Every waiter: the one woken must be able to take this lane's job.
   cv_.notify_all();
 }
 
+size_t StateService::queued_states() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& entry : clients_) {
+    for (const PendingState& p : entry.second.queue) {
+      n += !p.stream->cancelled();
+    }
+  }
+  return n;
+}
+
+StateService::Clients::iterator StateService::NextStateClientLocked() {
+  auto it = clients_.upper_bound(last_client_);
+  for (size_t n = clients_.size(); n > 0; --n) {
+    if (it == clients_.end()) it = clients_.begin();
+    std::deque<PendingState>& queue = it->second.queue;
+    while (!queue.empty() && queue.front().stream->cancelled()) {
+      queue.pop_front();
+    }
+    if (queue.empty() && it->second.running == 0) {
+      it = clients_.erase(it);  // nothing left of this client
+      continue;
+    }
+    if (!queue.empty() && it->second.running < share_) return it;
+    ++it;
+  }
+  return clients_.end();
+}
+
 void StateService::WorkerLoop(bool rv_only) {
   Worker worker(options_, log_, request_keepalive_, stop_signal_.get());
   for (;;) {
-    std::function<void(Worker&)> job;
+    Job job;
+    std::optional<PendingState> state;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      Clients::iterator next = clients_.end();
       cv_.wait(lock, [&] {
-        return stopping_ || !rv_jobs_.empty() ||
-               (!rv_only && !state_jobs_.empty());
+        if (stopping_ || !rv_jobs_.empty()) return true;
+        if (rv_only) return false;
+        next = NextStateClientLocked();
+        return next != clients_.end();
       });
       if (stopping_) return;
-      auto& jobs = !rv_jobs_.empty() ? rv_jobs_ : state_jobs_;
-      job = std::move(jobs.front());
-      jobs.pop_front();
+      if (!rv_jobs_.empty()) {
+        job = std::move(rv_jobs_.front());
+        rv_jobs_.pop_front();
+      } else {
+        state = std::move(next->second.queue.front());
+        next->second.queue.pop_front();
+        ++next->second.running;
+        last_client_ = next->first;
+      }
     }
-    job(worker);
+    if (!state) {
+      job(worker);
+      continue;
+    }
+    worker.ReadState(state->query, state->stream.get());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = clients_.find(state->query.client);
+      if (--it->second.running == 0 && it->second.queue.empty()) {
+        clients_.erase(it);
+      }
+    }
+    // The client's share has room again: a worker waiting may take its
+    // next state.
+    cv_.notify_all();
   }
 }
 
 void StateService::ReadState(const StateQuery& query,
                              std::shared_ptr<InitialStateStream> stream) {
-  Post(Lane::kState,
-       [query, stream](Worker& w) { w.ReadState(query, stream.get()); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    clients_[query.client].queue.push_back({query, std::move(stream)});
+  }
+  cv_.notify_all();
 }
 
 // A request whose session gave up while it was queued (walwatch lagging,
@@ -514,13 +573,13 @@ void StateService::ReadState(const StateQuery& query,
 // a worker that a live one needs.
 void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
                              RvCallback done, Wanted wanted) {
-  Post(Lane::kRv, [snapshot, insert_lsn, done, wanted](Worker& w) {
+  PostRv([snapshot, insert_lsn, done, wanted](Worker& w) {
     if (wanted()) w.HandoffRv(snapshot, insert_lsn, done, wanted);
   });
 }
 
 void StateService::FreshRv(RvCallback done, Wanted wanted) {
-  Post(Lane::kRv, [done, wanted](Worker& w) {
+  PostRv([done, wanted](Worker& w) {
     if (wanted()) w.FreshRv(done, wanted);
   });
 }

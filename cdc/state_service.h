@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,25 +59,54 @@ class StateService : public StateSource {
                  RvCallback done, Wanted wanted) override;
   void FreshRv(RvCallback done, Wanted wanted) override;
 
+  // Initial states waiting for a worker, not given up on (for a gauge).
+  // Any thread.
+  size_t queued_states();
+  // The most workers one client's initial states hold at once.
+  int share() const { return share_; }
+
  private:
   class Worker;
+  using Job = std::function<void(Worker&)>;
   // Two lanes: initial states (long: they stream rows as the client reads),
   // and RV requests (handoffs, fresh RVs: one short query and a wait). The
   // `workers` take both, RV requests first; one more worker takes only RV
   // requests, so that initial states, however many and however slowly
   // read, never leave an APIServer's own SQL list without its RV.
-  enum class Lane { kState, kRv };
-  void Post(Lane lane, std::function<void(Worker&)> job);
+  //
+  // Initial states queue per client (StateQuery::client), and the clients
+  // are served round robin. One client holds at most share_ workers at
+  // once, so that a client with many slow states leaves the other
+  // workers to everyone else; its further states wait behind its own (and
+  // get the session's 504 if they wait too long).
+  struct PendingState {
+    StateQuery query;
+    std::shared_ptr<InitialStateStream> stream;
+  };
+  struct ClientStates {
+    std::deque<PendingState> queue;
+    int running = 0;
+  };
+  using Clients = std::map<std::string, ClientStates>;
+  void PostRv(Job job);
   void WorkerLoop(bool rv_only);
+  // The next client, after the one served last, with a state that its
+  // share lets run; clients_.end() if none. Drops the states whose session
+  // gave up on them from the heads of the queues on the way.
+  Clients::iterator NextStateClientLocked();  // REQUIRES(mu_)
 
   const StateServiceOptions options_;
+  // The most workers one client's initial states hold at once:
+  // max(1, workers / 2).
+  const int share_;
   EventLog* const log_;
   const std::function<void()> request_keepalive_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void(Worker&)>> state_jobs_;  // GUARDED_BY(mu_)
-  std::deque<std::function<void(Worker&)>> rv_jobs_;     // GUARDED_BY(mu_)
-  bool stopping_ = false;                          // GUARDED_BY(mu_)
+  Clients clients_;              // GUARDED_BY(mu_); entries with work only
+  std::string last_client_;      // GUARDED_BY(mu_); served last
+  std::deque<Job> rv_jobs_;      // GUARDED_BY(mu_)
+  bool stopping_ = false;        // GUARDED_BY(mu_)
   // Interrupts workers waiting on PostgreSQL when the service stops.
   const std::unique_ptr<PgStop> stop_signal_;
   std::vector<std::thread> threads_;

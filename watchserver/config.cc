@@ -417,6 +417,27 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return FormatDuration(c.initial_state_timeout); },
      false, true},
+    {"initial-state-stall-timeout", Group::kServing, "DURATION",
+     "How long a state reader waits for a client that takes none of its "
+     "initial state (the 4 MiB of events queued for it stay unread) "
+     "before it gives back the reader and the snapshot: the watch ends "
+     "with 410 Expired and the client relists. Keep it below 30s: a write "
+     "the client does not drain for 30s closes its connection without the "
+     "410. 0 (no limit, only --initial-state-timeout) or at least 1s.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       std::chrono::milliseconds d;
+       if (!ParseDuration(t, &d)) return kExpectDuration;
+       if (d.count() != 0 && d < std::chrono::seconds(1)) {
+         return "must be 0 (no limit) or at least 1s";
+       }
+       c->initial_state_stall_timeout = d;
+       return "";
+     },
+     [](const Config& c) {
+       return FormatDuration(c.initial_state_stall_timeout);
+     },
+     false, true},
     {"bookmark-interval", Group::kServing, "DURATION",
      "A watch with allowWatchBookmarks=true gets a BOOKMARK about this often "
      "(each interval shortened by up to 5% at random); at least 1s. The "
@@ -545,7 +566,9 @@ const Flag kFlags[] = {
      "Threads, each with its own connection, that read initial states and "
      "answer list handoffs; 1 to 64. One more thread (and connection) "
      "answers only handoffs and fresh RVs, so that initial states never "
-     "hold them all.",
+     "hold them all. One client (a Unix socket peer's process, or every "
+     "TCP peer) holds at most half of them (at least 1) with initial "
+     "states; its further ones wait for its own.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        uint64_t n;

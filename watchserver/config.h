@@ -81,6 +81,10 @@ struct Config {
   // for the stream to catch up before it is answered "too large".
   std::chrono::milliseconds too_large_rv_wait{std::chrono::seconds(3)};
   std::chrono::milliseconds initial_state_timeout{std::chrono::minutes(5)};
+  // How long a state reader waits on a full queue before the watch ends
+  // with 410 and the reader is free again: 0 (none) or at least 1s.
+  std::chrono::milliseconds initial_state_stall_timeout{
+      std::chrono::seconds(20)};
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};

@@ -123,7 +123,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
       if (refusing >= ServerContext::kMaxRefusing) return Drop(socket);
       ++context_->refusing;
     }
-    auto session = std::make_shared<WatchSession>(std::move(socket), context_);
+    std::string client = PeerIdentity(socket.native_handle(), tcp_);
+    auto session = std::make_shared<WatchSession>(std::move(socket), context_,
+                                                  std::move(client));
     if (refuse) session->Refuse(TooManyConnectionsStatus(limit));
     session->Start();
     DoAccept();

@@ -60,6 +60,11 @@ struct HttpServerOptions {
   // How long the state reader may wait for a slow client before the watch
   // ends with 410 (InitialStateStream); zero: no limit.
   std::chrono::milliseconds initial_state_timeout{std::chrono::minutes(5)};
+  // How long the state reader waits on a full queue (the client took none
+  // of it meanwhile) before it gives its worker and snapshot back and the
+  // watch ends with 410; zero: no limit.
+  std::chrono::milliseconds initial_state_stall_timeout{
+      std::chrono::seconds(20)};
   // Initial state, list handoffs and fresh RVs. Not owned; may be null (then
   // those requests get 503).
   StateSource* state = nullptr;

@@ -363,6 +363,8 @@ int Main(int argc, char** argv) {
   http_options.tcp_listen = config.tcp_listen;
   http_options.too_large_rv_wait = config.too_large_rv_wait;
   http_options.initial_state_timeout = config.initial_state_timeout;
+  http_options.initial_state_stall_timeout =
+      config.initial_state_stall_timeout;
   http_options.bookmark_interval = config.bookmark_interval;
   // A watcher must be able to take the largest transaction the log keeps
   // in one go without being called slow.
@@ -402,6 +404,13 @@ int Main(int argc, char** argv) {
                               return static_cast<double>(
                                   server.connections_refused().peer);
                             });
+  metrics.AddGauge("walwatch_state_reads_queued",
+                   "Initial states waiting for a state worker: all of them "
+                   "busy, or their client holding its share (half of "
+                   "--state-workers).",
+                   [&state] {
+                     return static_cast<double>(state.queued_states());
+                   });
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {
     if (std::string e = ops.Start(config.metrics_address); !e.empty()) {

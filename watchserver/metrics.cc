@@ -59,6 +59,14 @@ struct Metrics::Impl {
               0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
               5, 10, 30});
   std::array<prometheus::Counter*, 4> sent_by_type{};
+  prometheus::Counter& state_stalls =
+      prometheus::BuildCounter()
+          .Name("walwatch_initial_state_stalls_total")
+          .Help("Initial states ended with 410 because the client took none "
+                "of them for --initial-state-stall-timeout; their state "
+                "readers were given back.")
+          .Register(*registry)
+          .Add({});
 
   // walwatch_watchers' series, with the watches each counts. A series goes
   // when its last watch ends: any resource path may be watched, so series
@@ -161,6 +169,8 @@ void Metrics::EventsSent(EventType type, uint64_t count) {
 void Metrics::BookmarksSent(uint64_t count) {
   impl_->sent_by_type[3]->Increment(static_cast<double>(count));
 }
+
+void Metrics::InitialStateStalled() { impl_->state_stalls.Increment(); }
 
 void Metrics::ObserveCommitToWrite(double seconds) {
   impl_->latency.Observe(seconds);

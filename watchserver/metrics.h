@@ -49,6 +49,9 @@ class Metrics {
                   const std::string& resource, WatchEndReason reason);
   void EventsSent(EventType type, uint64_t count);
   void BookmarksSent(uint64_t count);
+  // A state reader gave its worker back because the client took none of
+  // the initial state for --initial-state-stall-timeout.
+  void InitialStateStalled();
   // Seconds from a transaction's commit to its event being written.
   void ObserveCommitToWrite(double seconds);
 

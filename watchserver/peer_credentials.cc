@@ -1,5 +1,7 @@
 #include "watchserver/peer_credentials.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -51,6 +53,34 @@ bool PeerCredentials(int fd, pid_t* pid, uid_t* uid, gid_t* gid,
   *uid = cred.uid;
   *gid = cred.gid;
   return true;
+}
+
+std::string PeerIdentity(int fd, bool tcp) {
+  if (!tcp) {
+    pid_t pid = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::string error;
+    if (!PeerCredentials(fd, &pid, &uid, &gid, &error)) return "";
+    if (pid > 0) return "pid:" + std::to_string(pid);
+    return "uid:" + std::to_string(uid);
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return "";
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* ip = nullptr;
+  if (addr.ss_family == AF_INET) {
+    ip = &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr;
+  } else if (addr.ss_family == AF_INET6) {
+    ip = &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr;
+  }
+  if (ip == nullptr || !inet_ntop(addr.ss_family, ip, text, sizeof(text))) {
+    return "";
+  }
+  return std::string("tcp:") + text;
 }
 
 }  // namespace walwatch

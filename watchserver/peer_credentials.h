@@ -32,6 +32,16 @@ std::string ParseIdList(std::string_view text, std::vector<uint32_t>* out);
 bool PeerCredentials(int fd, pid_t* pid, uid_t* uid, gid_t* gid,
                      std::string* error);
 
+// Who is on the other end of connection `fd`, for the state readers'
+// per-client share: "pid:N" for a Unix socket peer whose process walwatch
+// can see; "uid:N" for one in another PID namespace (a container of the pod
+// that does not share walwatch's: SO_PEERCRED gives pid 0 then), so such
+// peers are told apart only by their uids; "tcp:ADDRESS" for a TCP peer,
+// without its port (every connection has a port of its own, and the
+// listener is loopback only: TCP clients are one client). "" if the kernel
+// does not tell.
+std::string PeerIdentity(int fd, bool tcp);
+
 }  // namespace walwatch
 
 #endif  // WALWATCH_WATCHSERVER_PEER_CREDENTIALS_H_

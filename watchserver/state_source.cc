@@ -2,6 +2,15 @@
 
 namespace walwatch {
 
+namespace {
+
+std::string FormatMillis(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
+                               : std::to_string(d.count()) + " ms";
+}
+
+}  // namespace
+
 void InitialStateStream::NotifyLocked(
     std::vector<std::function<void()>>* wake) {
   if (wake_) {
@@ -39,23 +48,41 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
       return cancelled_ || queue_.empty() ||
              queued_bytes_ + bytes <= max_queued_bytes_;
     };
-    if (timeout_.count() <= 0) {
+    // The overall bound (from the stream's start) and the stall bound (from
+    // now: the consumer took nothing since the queue filled), whichever
+    // comes first.
+    using Clock = std::chrono::steady_clock;
+    const bool overall = timeout_.count() > 0;
+    const bool stall = stall_timeout_.count() > 0;
+    const Clock::time_point stall_deadline = Clock::now() + stall_timeout_;
+    if (!overall && !stall) {
       space_.wait(lock, room);
-    } else if (!space_.wait_until(lock, deadline_, room)) {
+    } else if (!space_.wait_until(
+                   lock,
+                   !stall     ? deadline_
+                   : !overall ? stall_deadline
+                              : std::min(deadline_, stall_deadline),
+                   room)) {
       // The client reads too slowly for the snapshot to stay open.
+      const bool stalled = stall && (!overall || stall_deadline < deadline_);
+      bool report_stall = false;
       if (!failed_) {
+        report_stall = stalled;
         failed_ = true;
         error_ = {410, "Expired",
-                  "the initial state was not read within " +
-                      (timeout_.count() % 1000 == 0
-                           ? std::to_string(timeout_.count() / 1000) + " s"
-                           : std::to_string(timeout_.count()) + " ms") +
-                      " (--initial-state-timeout): the client reads too "
-                      "slowly; relist"};
+                  stalled ? "the initial state was not read for " +
+                                FormatMillis(stall_timeout_) +
+                                " (--initial-state-stall-timeout): the "
+                                "client reads too slowly; relist"
+                          : "the initial state was not read within " +
+                                FormatMillis(timeout_) +
+                                " (--initial-state-timeout): the client "
+                                "reads too slowly; relist"};
         NotifyLocked(&wake);
       }
       lock.unlock();
       for (auto& w : wake) w();
+      if (report_stall && on_stall_) on_stall_();
       return false;
     }
     if (cancelled_) return false;

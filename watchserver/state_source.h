@@ -39,26 +39,36 @@ struct StateQuery {
   // The state's RV must be at least this (WatchList's resourceVersion with
   // resourceVersionMatch=NotOlderThan); 0: any.
   uint64_t not_older_than = 0;
+  // Who asks (PeerIdentity: the Unix socket peer's process, or the TCP
+  // peer's address). A client holds at most its share of the state readers;
+  // its further states wait behind its own. Empty: one anonymous client.
+  std::string client;
 };
 
 // InitialStateStream carries one state read from the worker that reads it to
 // the session that sends it, with bounded memory: Push blocks while too much
 // is queued. The worker holds a snapshot open meanwhile, so a consumer that
-// is still that slow `timeout` after the stream was made fails it: 410
-// Expired, and Push returns false.
+// is still that slow `timeout` after the stream was made, or that has taken
+// nothing for `stall_timeout` while the queue was full, fails it: 410
+// Expired, and Push returns false. A stall also calls `on_stall` (from the
+// producer's thread) once.
 //
 // Producer (a worker thread): Ready(rv) first, then Push()*, then Finish();
 // or Fail() at any point. Consumer (a session strand): Take() with a wake-up.
 // Thread safety: all methods may be called from any thread.
 class InitialStateStream {
  public:
-  // timeout zero: no limit.
+  // timeout, stall_timeout zero: no limit.
   explicit InitialStateStream(
       size_t max_queued_bytes,
-      std::chrono::milliseconds timeout = std::chrono::milliseconds(0))
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+      std::chrono::milliseconds stall_timeout = std::chrono::milliseconds(0),
+      std::function<void()> on_stall = nullptr)
       : max_queued_bytes_(max_queued_bytes),
         timeout_(timeout),
-        deadline_(std::chrono::steady_clock::now() + timeout) {}
+        deadline_(std::chrono::steady_clock::now() + timeout),
+        stall_timeout_(stall_timeout),
+        on_stall_(std::move(on_stall)) {}
 
   // Producer. The live stream continues after `rv`; initial events carry it.
   void Ready(uint64_t rv);
@@ -89,6 +99,8 @@ class InitialStateStream {
   const size_t max_queued_bytes_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::steady_clock::time_point deadline_;
+  const std::chrono::milliseconds stall_timeout_;
+  const std::function<void()> on_stall_;
   mutable std::mutex mu_;
   std::condition_variable space_;
   std::deque<EventPtr> queue_;   // GUARDED_BY(mu_)

@@ -47,14 +47,16 @@ bool IsHttpParseError(const boost::system::error_code& ec) {
 // Lifetime and plumbing
 
 WatchSession::WatchSession(Socket socket,
-                           std::shared_ptr<ServerContext> context)
+                           std::shared_ptr<ServerContext> context,
+                           std::string client)
     : strand_(socket.get_executor()),
       socket_(std::move(socket)),
       context_(std::move(context)),
       buffer_(context_->options.max_header_bytes + kMaxRequestBodyBytes + 4096),
       deadline_(strand_),
       bookmark_timer_(strand_),
-      write_timer_(strand_) {}
+      write_timer_(strand_),
+      client_(std::move(client)) {}
 
 WatchSession::~WatchSession() {
   // Close() cancelled the state stream; this is for a session that never

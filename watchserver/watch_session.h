@@ -126,7 +126,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
       std::chrono::steady_clock,
       boost::asio::wait_traits<std::chrono::steady_clock>, Executor>;
 
-  WatchSession(Socket socket, std::shared_ptr<ServerContext> context);
+  // `client` identifies the peer (PeerIdentity) for the state readers'
+  // per-client share.
+  WatchSession(Socket socket, std::shared_ptr<ServerContext> context,
+               std::string client = "");
   ~WatchSession();
 
   WatchSession(const WatchSession&) = delete;
@@ -401,6 +404,7 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // every event has been sent; then the live stream continues after
   // initial_rv_.
   std::shared_ptr<InitialStateStream> state_stream_;
+  const std::string client_;  // StateQuery::client of its initial states
   bool initial_ = false;       // streaming the initial state
   bool initial_done_ = false;  // the stream has given every event
   uint64_t initial_rv_ = 0;

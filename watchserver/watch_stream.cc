@@ -253,12 +253,16 @@ void WatchSession::StartInitialState() {
   awaiting_ = Awaiting::kInitialState;
   AbandonStateRequest();
   ArmDeadline(kStateAnswerTimeout);
+  Metrics* metrics = context_->options.metrics;
   state_stream_ = std::make_shared<InitialStateStream>(
       context_->options.max_initial_state_queue_bytes,
-      context_->options.initial_state_timeout);
+      context_->options.initial_state_timeout,
+      context_->options.initial_state_stall_timeout, [metrics] {
+        if (metrics) metrics->InitialStateStalled();
+      });
   state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
                               watch_.cluster, watch_.ns,
-                              watch_.resource_version.value_or(0)},
+                              watch_.resource_version.value_or(0), client_},
                    state_stream_);
   // Notice a client that gives up while the state is read.
   DoReadForDisconnect();
@@ -340,8 +344,9 @@ void WatchSession::PumpInitialState() {
       if (t.failed) {
         initial_pending_.clear();
         if (t.error.code == 410) {
-          // This client read too slowly (--initial-state-timeout): like a
-          // watcher too far behind, it relists.
+          // This client read too slowly (--initial-state-timeout, or
+          // --initial-state-stall-timeout): like a watcher too far behind,
+          // it relists.
           return WriteErrorAndEnd(
               K8sStatus{410, "Expired", t.error.message, std::nullopt},
               WatchEndReason::kBacklog);

@@ -78,6 +78,7 @@ TEST(Config, DefaultJson) {
             "\"tcp-listen\":\"\","
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
+            "\"initial-state-stall-timeout\":\"20s\","
             "\"bookmark-interval\":\"1m\",\"wake-interval\":\"auto\","
             "\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\",\"max-connections\":\"auto\","
@@ -248,6 +249,25 @@ TEST(Config, ConnectTimeoutAtLeastOneSecond) {
   EXPECT_EQ(ErrorFor({"--connect-timeout=500ms"}),
             "invalid value \"500ms\" for --connect-timeout: must be at least "
             "1s");
+}
+
+TEST(Config, InitialStateStallTimeoutIsOffOrAtLeastOneSecond) {
+  EXPECT_EQ(Config{}.initial_state_stall_timeout, milliseconds(20000));
+  EXPECT_EQ(Parse({"--initial-state-stall-timeout=0"})
+                .config.initial_state_stall_timeout,
+            milliseconds(0));
+  EXPECT_EQ(Parse({"--initial-state-stall-timeout", "1s"})
+                .config.initial_state_stall_timeout,
+            milliseconds(1000));
+  Parsed env = Parse({}, {"WALWATCH_INITIAL_STATE_STALL_TIMEOUT=2m"});
+  ASSERT_EQ(env.error, "");
+  EXPECT_EQ(env.config.initial_state_stall_timeout, milliseconds(120000));
+  EXPECT_EQ(ErrorFor({"--initial-state-stall-timeout=999ms"}),
+            "invalid value \"999ms\" for --initial-state-stall-timeout: must "
+            "be 0 (no limit) or at least 1s");
+  EXPECT_EQ(ErrorFor({"--initial-state-stall-timeout=soon"}),
+            "invalid value \"soon\" for --initial-state-stall-timeout: "
+            "expected a duration such as 30s, 500ms or 1h30m");
 }
 
 TEST(Config, BookmarkInterval) {
@@ -523,6 +543,8 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
       {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
       {"--http-threads", "WALWATCH_HTTP_THREADS", "1"},
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
+      {"--initial-state-stall-timeout",
+       "WALWATCH_INITIAL_STATE_STALL_TIMEOUT", "20s"},
       {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
       {"--log-level", "WALWATCH_LOG_LEVEL", "info"},

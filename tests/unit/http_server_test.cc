@@ -1625,6 +1625,37 @@ TEST(InitialStateStreamTest, AConsumerTooSlowFailsTheStreamWith410) {
             "(--initial-state-timeout): the client reads too slowly; relist");
 }
 
+// A client that takes nothing for the stall timeout gives the reader back
+// long before the overall one; one that keeps taking does not.
+TEST(InitialStateStreamTest, AConsumerThatTakesNothingStallsTheStream) {
+  int stalls = 0;
+  InitialStateStream stream(/*max_queued_bytes=*/1, std::chrono::minutes(5),
+                            std::chrono::seconds(1),
+                            [&stalls] { ++stalls; });
+  stream.Ready(kFloorRv);
+  ASSERT_TRUE(stream.Push({StatePod("a", kFloorRv)}));
+  std::thread consumer([&] {
+    std::vector<EventPtr> taken;
+    // Takes "a" within the stall timeout, then nothing more.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stream.Take(&taken, [] {});
+  });
+  EXPECT_TRUE(stream.Push({StatePod("b", kFloorRv)}));
+  consumer.join();
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(stream.Push({StatePod("c", kFloorRv)}));  // nobody takes "b"
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(stalls, 1);
+  std::vector<EventPtr> taken;
+  InitialStateStream::Taken t = stream.Take(&taken, [] {});
+  EXPECT_TRUE(t.failed);
+  EXPECT_EQ(t.error.code, 410);
+  EXPECT_EQ(t.error.message,
+            "the initial state was not read for 1 s "
+            "(--initial-state-stall-timeout): the client reads too slowly; "
+            "relist");
+}
+
 TEST_F(HttpServerTest, AClientTooSlowForTheInitialStateGets410) {
   options_.max_initial_state_queue_bytes = 4096;
   options_.initial_state_timeout = std::chrono::milliseconds(300);

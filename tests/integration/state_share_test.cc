@@ -1,0 +1,356 @@
+// The state workers and slow clients (issue 18, part 5): one client holds at
+// most its share of the state workers (half of --state-workers), its further
+// initial states wait behind its own; and a client that takes none of its
+// initial state for --initial-state-stall-timeout gets 410 Expired, and its
+// worker and snapshot are given back.
+//
+// Two clients, from one test process: walwatch tells clients apart by the
+// Unix socket peer's pid (SO_PEERCRED) and, over TCP, by the peer's address
+// without its port. So the slow client here speaks TCP (--tcp-listen: every
+// connection of it is "tcp:127.0.0.1"), and the other client is this
+// process on the Unix socket ("pid:<this test>"). The slow client is a raw
+// socket that sends its request and reads no more than the response header,
+// with a small receive buffer so that its stream's queue fills.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/support/harness.h"
+#include "tests/integration/support/model.h"
+#include "tests/integration/support/watch_client.h"
+
+namespace walwatch::itest {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kWatchListPods[] =
+    "/api/v1/pods?watch=1&sendInitialEvents=true&"
+    "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+
+// GET http://127.0.0.1:port/metrics; the body, or "" if no 200 answer.
+std::string MetricsScrape(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string raw;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t body = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) {
+    return "";
+  }
+  return raw.substr(body + 4);
+}
+
+// The value of the unlabelled series `name` in a scrape.
+std::optional<double> Sample(const std::string& scrape,
+                             const std::string& name) {
+  size_t at = 0;
+  while ((at = scrape.find(name + " ", at)) != std::string::npos) {
+    if (at == 0 || scrape[at - 1] == '\n') {
+      return std::stod(scrape.substr(at + name.size() + 1));
+    }
+    at += name.size();
+  }
+  return std::nullopt;
+}
+
+// A watch over TCP that reads its response header and nothing more.
+class SlowTcpWatch {
+ public:
+  SlowTcpWatch(int port, const std::string& target) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // Before connect: the window walwatch may fill stays small.
+    int rcvbuf = 4096;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      close(fd_);
+      fd_ = -1;
+      return;
+    }
+    const std::string request = "GET " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    send(fd_, request.data(), request.size(), MSG_NOSIGNAL);
+  }
+  ~SlowTcpWatch() {
+    if (fd_ >= 0) close(fd_);
+  }
+  SlowTcpWatch(const SlowTcpWatch&) = delete;
+  SlowTcpWatch& operator=(const SlowTcpWatch&) = delete;
+
+  bool connected() const { return fd_ >= 0; }
+
+  // The response's status once its header has come (0 until then). Reads
+  // only what is there now, and nothing once the header is complete.
+  int PollStatus() {
+    if (status_ != 0 || fd_ < 0) return status_;
+    char buf[512];
+    for (;;) {
+      ssize_t n = recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n <= 0) break;
+      head_.append(buf, n);
+      if (head_.find("\r\n\r\n") != std::string::npos) {
+        if (head_.rfind("HTTP/1.1 ", 0) == 0) {
+          status_ = std::atoi(head_.c_str() + 9);
+        } else {
+          status_ = -1;
+        }
+        break;
+      }
+    }
+    return status_;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string head_;
+  int status_ = 0;
+};
+
+class StateShareTest : public WalwatchTest {
+ protected:
+  // Enough pods (`rows` of ~2 KB each) that a stream nobody reads fills
+  // the socket and its queue, so that its reader blocks.
+  void InsertBulkPods(int rows) {
+    db().Exec(
+        "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+        "namespace, name, owner_uid, uid, resource_version, object, "
+        "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
+        "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
+        "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
+        "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
+        "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
+        "now() FROM generate_series(1, " +
+        std::to_string(rows) + ") g");
+  }
+
+  // Watches deployments from RV 0 on the Unix socket: every one of `names`
+  // must come as ADDED, then a deployment added now must follow live.
+  ::testing::AssertionResult ListThenWatch(const WalwatchProcess& ww,
+                                           const std::set<std::string>& names,
+                                           Clock::time_point deadline) {
+    WatchClient watch;
+    auto opened = watch.Open(ww.socket_path(),
+                             WatchTarget("/apis/apps/v1/deployments", 0),
+                             deadline);
+    if (!opened) return opened;
+    if (watch.status() != 200) {
+      return ::testing::AssertionFailure()
+             << "HTTP " << watch.status() << ": " << watch.body();
+    }
+    std::set<std::string> missing = names;
+    while (!missing.empty()) {
+      WatchEvent e;
+      auto next = watch.NextEvent(&e, deadline);
+      if (!next) {
+        return ::testing::AssertionFailure()
+               << next.message() << "; " << missing.size()
+               << " deployment(s) of the state still missing";
+      }
+      if (e.type != "ADDED") {
+        return ::testing::AssertionFailure() << "got " << e.raw.substr(0, 300);
+      }
+      missing.erase(e.name());
+    }
+    const std::string live = "live-" + std::to_string(++live_);
+    InsertRow(db(), Deployment("c1", "share", live));
+    for (;;) {
+      WatchEvent e;
+      auto next = watch.NextEvent(&e, deadline);
+      if (!next) return next;
+      if (e.type == "ADDED" && e.name() == live) break;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // An APIServer's own SQL list: its snapshot handed off.
+  ::testing::AssertionResult Handoff(const WalwatchProcess& ww,
+                                     Clock::time_point deadline) {
+    PgConnection conn = Connect();
+    const std::string snapshot =
+        conn.QueryValue("SELECT pg_current_snapshot()::text");
+    const std::string insert_lsn =
+        conn.QueryValue("SELECT pg_current_wal_insert_lsn()::text");
+    uint64_t rv = 0;
+    int status = 0;
+    std::string body;
+    auto r = GetRvEndpoint(ww.socket_path(),
+                           "/walwatch/v1/handoff?snapshot=" +
+                               QueryEscape(snapshot) +
+                               "&insertLSN=" + QueryEscape(insert_lsn),
+                           &rv, &status, &body, deadline);
+    if (!r) return r << " (HTTP " << status << " " << body << ")";
+    if (rv == 0) return ::testing::AssertionFailure() << "handoff RV 0";
+    return ::testing::AssertionSuccess();
+  }
+
+  std::optional<double> Metric(int port, const std::string& name) {
+    return Sample(MetricsScrape(port), name);
+  }
+
+  int live_ = 0;
+};
+
+// Fails without the share: the slow client's two streams take both state
+// workers, and the other client's initial state waits for one until a slow
+// connection is dropped (30 s of undrained write) or for its 504 (60 s),
+// past the 20 s deadline here.
+TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
+  // ~26 MB of pods: more than a TCP connection's buffers (a 4 KB window,
+  // walwatch's send buffer of up to 4 MB) and the 4 MiB queue hold.
+  InsertBulkPods(12000);
+  std::set<std::string> names;
+  for (int i = 0; i < 3; ++i) {
+    names.insert("d" + std::to_string(i));
+    InsertRow(db(), Deployment("c1", "share", "d" + std::to_string(i)));
+  }
+  names.insert("seed-deploy");
+  const int port = FreeLoopbackPort();
+  const int metrics_port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  ASSERT_NE(metrics_port, 0);
+  WalwatchOptions o = DefaultOptions();
+  o.tcp_listen = "127.0.0.1:" + std::to_string(port);
+  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  // No stall bound: this test is about the share alone.
+  o.extra_args = {"--state-workers", "2", "--initial-state-stall-timeout",
+                  "0"};
+  WalwatchProcess* ww = StartWalwatch(o);
+  ASSERT_NE(ww, nullptr);
+
+  // The slow client asks for as many initial states as there are workers.
+  auto first = std::make_unique<SlowTcpWatch>(port, kWatchListPods);
+  auto second = std::make_unique<SlowTcpWatch>(port, kWatchListPods);
+  ASSERT_TRUE(first->connected() && second->connected());
+  // Both reached walwatch: one streams (200), and the other streams as
+  // well (no share) or waits behind it (queued).
+  auto deadline = In(seconds(60));
+  std::optional<double> queued;
+  for (;;) {
+    int a = first->PollStatus(), b = second->PollStatus();
+    queued = Metric(metrics_port, "walwatch_state_reads_queued");
+    if ((a == 200 || b == 200) && ((a == 200 && b == 200) || queued >= 1.0)) {
+      break;
+    }
+    ASSERT_TRUE(Clock::now() < deadline)
+        << "slow streams: HTTP " << a << " and " << b << ", queued "
+        << queued.value_or(-1);
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  if (second->PollStatus() == 200) std::swap(first, second);
+
+  // The other client: its list-then-watch and a handoff, promptly.
+  EXPECT_TRUE(ListThenWatch(*ww, names, In(kEventWait)));
+  EXPECT_TRUE(Handoff(*ww, In(kEventWait)));
+
+  // The slow client's second state still waits for its first.
+  EXPECT_EQ(second->PollStatus(), 0)
+      << "the slow client holds more than half of the state workers";
+  EXPECT_EQ(Metric(metrics_port, "walwatch_state_reads_queued"), 1.0);
+
+  // Its first state gone, its second takes the worker.
+  first.reset();
+  deadline = In(kEventWait);
+  while (second->PollStatus() == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(second->PollStatus(), 200);
+}
+
+// Fails without the stall bound: the stream's reader waits for the client
+// (--initial-state-timeout, 5 min), the stall counter never moves, and the
+// only worker is not free for the next initial state.
+TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) {
+  // ~13 MB of pods: more than the Unix socket's buffers and the queue.
+  InsertBulkPods(6000);
+  std::set<std::string> names = {"seed-deploy"};
+  for (int i = 0; i < 3; ++i) {
+    names.insert("d" + std::to_string(i));
+    InsertRow(db(), Deployment("c1", "share", "d" + std::to_string(i)));
+  }
+  const int metrics_port = FreeLoopbackPort();
+  ASSERT_NE(metrics_port, 0);
+  WalwatchOptions o = DefaultOptions();
+  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  o.extra_args = {"--state-workers", "1", "--initial-state-stall-timeout",
+                  "2s"};
+  WalwatchProcess* ww = StartWalwatch(o);
+  ASSERT_NE(ww, nullptr);
+  ASSERT_EQ(Metric(metrics_port, "walwatch_initial_state_stalls_total"), 0.0);
+
+  // The only worker streams this WatchList; its client reads the header,
+  // then stops.
+  WatchClient stalled;
+  ASSERT_TRUE(stalled.Open(ww->socket_path(), kWatchListPods, In(kEventWait)));
+  ASSERT_EQ(stalled.status(), 200);
+
+  auto deadline = In(seconds(30));
+  std::optional<double> stalls;
+  while ((stalls = Metric(metrics_port,
+                          "walwatch_initial_state_stalls_total")) < 1.0) {
+    ASSERT_TRUE(Clock::now() < deadline)
+        << "the unread state was not ended for stalling within 30 s; stalls "
+        << stalls.value_or(-1);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(stalls, 1.0);
+
+  // The worker is free: the next initial state is served while the stalled
+  // client still holds its connection.
+  EXPECT_TRUE(ListThenWatch(*ww, names, In(kEventWait)));
+
+  // Reading again, the stalled client gets what was sent, then the 410.
+  size_t added = 0;
+  WatchEvent e;
+  deadline = In(seconds(60));
+  for (;;) {
+    ASSERT_TRUE(stalled.NextEvent(&e, deadline)) << "after " << added;
+    if (e.type != "ADDED") break;
+    ++added;
+  }
+  EXPECT_EQ(e.type, "ERROR") << e.raw.substr(0, 300);
+  EXPECT_EQ(e.object.value("code", 0), 410) << e.raw;
+  EXPECT_EQ(e.object.value("reason", ""), "Expired") << e.raw;
+  EXPECT_NE(e.object.value("message", "").find(
+                "--initial-state-stall-timeout"),
+            std::string::npos)
+      << e.raw;
+  EXPECT_LT(added, 6000u);
+  EXPECT_TRUE(stalled.ExpectEnd(In(kEventWait)));
+}
+
+}  // namespace
+}  // namespace walwatch::itest
