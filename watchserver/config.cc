@@ -537,6 +537,28 @@ const Flag kFlags[] = {
                                      : std::to_string(c.max_connections);
      },
      false, true},
+    {"max-connection-buffer-bytes", Group::kServing, "SIZE",
+     "Memory all connections together may hold in request buffers (requests "
+     "being read, up to 1 MiB of header each) and in the pending writes of "
+     "watchers that stopped reading (up to 256 KiB each); at least 4Mi. A "
+     "request past it is answered 429 TooManyRequests (Retry-After: 1); a "
+     "stalled watcher past it is ended (its connection closed) as a slow "
+     "watcher. The default, 128Mi, is 128 requests of the largest header, "
+     "or 512 stalled watchers, at once, whatever --max-connections is.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseSize(t, &n) || static_cast<size_t>(n) != n) {
+         return "expected a size such as 128Mi";
+       }
+       // One request of the largest header: its buffer while it doubles,
+       // and its parsed fields.
+       if (n < 4 * kMi) return "must be at least 4Mi";
+       c->max_connection_buffer_bytes = static_cast<size_t>(n);
+       return "";
+     },
+     [](const Config& c) { return FormatSize(c.max_connection_buffer_bytes); },
+     false, true},
     {"metrics-address", Group::kServing, "HOST:PORT",
      "Serve Prometheus /metrics and the probes /healthz, /livez and /readyz "
      "over TCP here; use the pod IP or 0.0.0.0:9187 to be scraped from "

@@ -104,6 +104,10 @@ struct Config {
   // Most client connections open at once (HttpServerOptions::
   // max_connections); 0: auto, from the open-file limit (main.cc).
   size_t max_connections = 0;
+  // Most bytes of request buffers and stalled watchers' pending writes, all
+  // connections together (HttpServerOptions::max_connection_buffer_bytes):
+  // at least 4Mi.
+  size_t max_connection_buffer_bytes = size_t{128} << 20;
   // Prometheus /metrics and /healthz, /livez, /readyz, on TCP
   // ("HOST:PORT"). Empty: not served.
   std::string metrics_address = "127.0.0.1:9187";

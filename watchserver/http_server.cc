@@ -403,6 +403,15 @@ HttpServer::Refused HttpServer::connections_refused() const {
           impl_->context->refused_peer.load()};
 }
 
+size_t HttpServer::connection_buffer_bytes() const {
+  return impl_->context->buffer_budget.used();
+}
+
+HttpServer::BufferRefusals HttpServer::connection_buffer_refusals() const {
+  return {impl_->context->buffer_refused_request.load(),
+          impl_->context->buffer_refused_watch.load()};
+}
+
 void RunHandlers(boost::asio::io_context& io) {
   for (;;) {
     try {

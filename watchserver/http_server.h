@@ -74,6 +74,14 @@ struct HttpServerOptions {
   // connection past it gets its request answered 429 TooManyRequests
   // (Retry-After: 1), and is closed.
   size_t max_connections = 0;
+  // Most bytes all connections together may hold in request buffers (the
+  // bytes of requests being read, and their parsed header fields) and in
+  // spilled writes of watchers that stopped reading (up to max_write_bytes
+  // each); 0: no limit, only counted. A request that needs more is answered
+  // 429 TooManyRequests (Retry-After: 1) and its connection closed; a
+  // watcher whose write would spill past it is ended as a slow watcher
+  // (WatchEndReason::kBacklog), its connection closed.
+  size_t max_connection_buffer_bytes = size_t{128} << 20;
 };
 
 class HttpServer {
@@ -104,6 +112,15 @@ class HttpServer {
     uint64_t peer;
   };
   Refused connections_refused() const;
+  // Bytes the connection buffer budget counts now
+  // (max_connection_buffer_bytes), and the allocations it refused: of a
+  // request (answered 429) and of a stalled watcher's write (ended).
+  size_t connection_buffer_bytes() const;
+  struct BufferRefusals {
+    uint64_t request;
+    uint64_t watch;
+  };
+  BufferRefusals connection_buffer_refusals() const;
 
  private:
   struct Impl;

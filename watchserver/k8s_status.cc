@@ -172,6 +172,15 @@ K8sStatus TooManyConnectionsStatus(size_t limit) {
   return status;
 }
 
+K8sStatus BufferBudgetExhaustedStatus(size_t limit) {
+  K8sStatus status = TooManyConnectionsStatus(limit);
+  status.message =
+      "walwatch's connection buffers are full "
+      "(--max-connection-buffer-bytes " +
+      std::to_string(limit) + "); try again later";
+  return status;
+}
+
 K8sStatus RetryLaterStatus(std::string message) {
   K8sStatus status;
   status.code = 504;

@@ -92,6 +92,12 @@ K8sStatus ServiceUnavailableStatus(std::string message);
 // <limit>); try again later".
 K8sStatus TooManyConnectionsStatus(size_t limit);
 
+// 429 TooManyRequests with retryAfterSeconds 1 (and the Retry-After header),
+// for a request the connection buffer budget has no room for: "walwatch's
+// connection buffers are full (--max-connection-buffer-bytes <limit>); try
+// again later".
+K8sStatus BufferBudgetExhaustedStatus(size_t limit);
+
 // A failure of the state source (initial state, handoff, fresh RV) as the
 // Status to answer: its code, reason and message; an empty reason is filled
 // in from the code. A 504 carries what the apiserver's too-large-RV error

@@ -379,6 +379,8 @@ int Main(int argc, char** argv) {
   http_options.state = &state;
   http_options.metrics = &metrics;
   http_options.max_connections = max_connections;
+  http_options.max_connection_buffer_bytes =
+      config.max_connection_buffer_bytes;
   HttpServer server(io, log, catalog, http_options, ready);
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
   metrics.AddGauge("walwatch_connections",
@@ -411,6 +413,34 @@ int Main(int argc, char** argv) {
                    [&state] {
                      return static_cast<double>(state.queued_states());
                    });
+  metrics.AddGauge(
+      "walwatch_connection_buffer_bytes",
+      "Bytes connections hold in request buffers (requests being read and "
+      "their parsed headers) and in stalled watchers' pending writes; "
+      "bounded by walwatch_connection_buffer_limit_bytes.",
+      [&server] {
+        return static_cast<double>(server.connection_buffer_bytes());
+      });
+  metrics.AddGauge("walwatch_connection_buffer_limit_bytes",
+                   "--max-connection-buffer-bytes: the most bytes "
+                   "walwatch_connection_buffer_bytes may reach.",
+                   [limit = config.max_connection_buffer_bytes] {
+                     return static_cast<double>(limit);
+                   });
+  metrics.AddLabeledCounter(
+      "walwatch_connection_buffer_refused_total",
+      "Allocations the connection buffer budget refused: of a request "
+      "(answered 429) or of a stalled watcher's pending write (the watch "
+      "ended, its connection closed).",
+      "what", "request", [&server] {
+        return static_cast<double>(
+            server.connection_buffer_refusals().request);
+      });
+  metrics.AddLabeledCounter("walwatch_connection_buffer_refused_total", "",
+                            "what", "watch", [&server] {
+                              return static_cast<double>(
+                                  server.connection_buffer_refusals().watch);
+                            });
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {
     if (std::string e = ops.Start(config.metrics_address); !e.empty()) {

@@ -14,6 +14,11 @@
 // Beast some 80 bytes beside its text, so 1 MiB of empty fields would cost
 // some 20 MB. kube-apiserver's clients send a dozen; past
 // kMaxHeaderFields, header_limit as well.
+//
+// With a BudgetAllocator (connection_budget.h), the request line and the
+// fields are stored in memory the connection buffer budget pays for; an
+// allocation it refuses is header_limit too, never an exception out of the
+// parse, and the allocator's account says refused().
 #ifndef WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
 #define WALWATCH_WATCHSERVER_REQUEST_PARSER_H_
 
@@ -24,6 +29,8 @@
 #include <boost/beast/http/parser.hpp>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <stdexcept>
 
 namespace walwatch {
 
@@ -33,9 +40,33 @@ inline constexpr size_t kMaxHeaderFieldPartBytes =
 // The most header (and trailer) fields one request may have.
 inline constexpr size_t kMaxHeaderFields = 256;
 
-template <class Body>
-class RequestParser : public boost::beast::http::request_parser<Body> {
+template <class Body, class Allocator = std::allocator<char>>
+class RequestParser
+    : public boost::beast::http::parser<true, Body, Allocator> {
+ public:
+  using boost::beast::http::parser<true, Body, Allocator>::parser;
+
  private:
+  void on_request_impl(boost::beast::http::verb method,
+                       boost::beast::string_view method_string,
+                       boost::beast::string_view target, int version,
+                       boost::beast::error_code& ec) override {
+    // What http::parser::on_request_impl does (its own is private), with
+    // a refused allocation turned into an error. The parser is used once.
+    try {
+      auto& message = this->get();
+      message.target(target);
+      if (method != boost::beast::http::verb::unknown) {
+        message.method(method);
+      } else {
+        message.method_string(method_string);
+      }
+      message.version(version);
+    } catch (const std::length_error&) {
+      ec = boost::beast::http::error::header_limit;
+    }
+  }
+
   void on_field_impl(boost::beast::http::field name,
                      boost::beast::string_view name_string,
                      boost::beast::string_view value,
@@ -47,7 +78,11 @@ class RequestParser : public boost::beast::http::request_parser<Body> {
       return;
     }
     // What http::parser::on_field_impl does; it is private there.
-    this->get().insert(name, name_string, value);
+    try {
+      this->get().insert(name, name_string, value);
+    } catch (const std::length_error&) {
+      ec = boost::beast::http::error::header_limit;
+    }
   }
 
   size_t fields_ = 0;

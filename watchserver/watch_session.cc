@@ -9,6 +9,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <exception>
+#include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "watchserver/event_log.h"
@@ -34,6 +36,7 @@ constexpr size_t kMaxRequestBodyBytes = 8 * 1024;
 // A write the client does not drain within this long ends the connection
 // (a watcher that stopped reading); during Stop() the budget is shorter.
 constexpr auto kWriteStallTimeout = std::chrono::seconds(30);
+static_assert(kWriteStallTimeout > WatchSession::kSpillRetryDelay);
 constexpr auto kShutdownWriteGrace = std::chrono::seconds(2);
 
 bool IsHttpParseError(const boost::system::error_code& ec) {
@@ -42,6 +45,19 @@ bool IsHttpParseError(const boost::system::error_code& ec) {
 }
 
 }  // namespace
+
+void LogBufferBudgetRefusal(const char* what, size_t limit) {
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<int64_t> last_logged{INT64_MIN};
+  const int64_t now = Clock::now().time_since_epoch().count();
+  const int64_t interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10))
+          .count();
+  int64_t last = last_logged.load();
+  if (last != INT64_MIN && now - last < interval) return;
+  if (!last_logged.compare_exchange_strong(last, now)) return;
+  LogWarn(what, {{"limit", static_cast<uint64_t>(limit)}});
+}
 
 // ---------------------------------------------------------------------------
 // Lifetime and plumbing
@@ -52,10 +68,15 @@ WatchSession::WatchSession(Socket socket,
     : strand_(socket.get_executor()),
       socket_(std::move(socket)),
       context_(std::move(context)),
-      buffer_(context_->options.max_header_bytes + kMaxRequestBodyBytes + 4096),
+      budget_account_(&context_->buffer_budget),
+      // A bound, not a reservation: the buffer grows as a request needs,
+      // each allocation paid for from the budget.
+      buffer_(context_->options.max_header_bytes + kMaxRequestBodyBytes + 4096,
+              BudgetAlloc(&budget_account_)),
       deadline_(strand_),
       bookmark_timer_(strand_),
       write_timer_(strand_),
+      spill_(BudgetAlloc(&budget_account_)),
       client_(std::move(client)) {}
 
 WatchSession::~WatchSession() {
@@ -141,10 +162,33 @@ void WatchSession::OnWriteStalled(ErrorCode ec) {
   // to abort it. Disarmed, it does not bound the write now in flight;
   // re-armed, the new expiry lies ahead.
   if (!write_timer_armed_ || write_timer_.expiry() > Clock::now()) return;
+  if (spill_deferred_ && !shutdown_requested_) {
+    // The events of a write that found the buffer budget full: copy them
+    // now, or end the watcher if there is still no room.
+    if (RetryDeferredSpill()) return;
+    // Its full socket cannot take the 410, so it gets a connection closed
+    // mid-stream, which client-go sees and answers with a new watch.
+    ++context_->buffer_refused_watch;
+    LogBufferBudgetRefusal("ending a stalled watcher: the connection buffer "
+                           "budget has no room for its pending write "
+                           "(--max-connection-buffer-bytes)",
+                           context_->options.max_connection_buffer_bytes);
+    SetEndReason(WatchEndReason::kBacklog);
+    return Close();
+  }
   LogWarn("closing a connection whose client stopped reading");
   // A slow watcher, dropped without the 410 its full socket cannot take.
   SetEndReason(WatchEndReason::kBacklog);
   Close();
+}
+
+bool WatchSession::RetryDeferredSpill() {
+  if (!SpillRest()) return false;
+  spill_deferred_ = false;
+  // The write waits for its client as any other, from now on.
+  ArmWriteTimer(shutdown_requested_ ? kShutdownWriteGrace
+                                    : kWriteStallTimeout - kSpillRetryDelay);
+  return true;
 }
 
 void WatchSession::ArmDeadline(Clock::duration after) {
@@ -236,7 +280,10 @@ void WatchSession::DoReadRequest() {
   if (shutdown_requested_) return Close();
   phase_ = Phase::kReadingRequest;
   request_ = {};  // an error answer must not take the last request's method
-  parser_.emplace();
+  budget_account_.ClearRefused();
+  // The parsed fields are stored in memory the budget pays for.
+  parser_.emplace(std::piecewise_construct, std::make_tuple(),
+                  std::make_tuple(BudgetAlloc(&budget_account_)));
   parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(
       refusal_ ? kRefusedMaxHeaderBytes : context_->options.max_header_bytes,
       UINT32_MAX)));
@@ -252,17 +299,48 @@ void WatchSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
   if (ec) return OnRequestError(ec);
   request_ = parser_->release();
   parser_.reset();
-  // A long request made the buffer large; a watch holds it for its life.
-  if (buffer_.capacity() > 16 * 1024) buffer_.shrink_to_fit();
   keep_alive_ = request_.keep_alive();
   // Nothing reads the header fields or the body past this point, and a
   // watch would hold them for its life (up to --max-header-bytes of them).
   request_.clear();
   request_.body() = std::string();
+  ReleaseRequestBuffer();
   HandleRequest();
 }
 
+void WatchSession::ReleaseRequestBuffer() {
+  if (buffer_.size() == 0) {
+    // Frees it all: a watch, or a connection between requests, holds none
+    // of the budget. The next request starts again from 512 bytes.
+    buffer_.shrink_to_fit();
+  } else if (buffer_.capacity() > 16 * 1024) {
+    // A pipelined next request: keep just its bytes. The copy is paid for
+    // before the large buffer is given back; without room, flat_buffer
+    // keeps that one (it swallows the refusal).
+    buffer_.shrink_to_fit();
+    budget_account_.ClearRefused();
+  }
+}
+
 void WatchSession::OnRequestError(ErrorCode ec) {
+  if (budget_account_.refused()) {
+    // The request needed more memory than the connection buffer budget
+    // has left: overload, not a bad request. Its bytes are let go of
+    // before the answer is written.
+    ++context_->buffer_refused_request;
+    parser_.reset();
+    request_ = {};
+    buffer_.clear();
+    ReleaseRequestBuffer();
+    LogBufferBudgetRefusal("answering a request 429: the connection buffer "
+                           "budget is exhausted "
+                           "(--max-connection-buffer-bytes)",
+                           context_->options.max_connection_buffer_bytes);
+    return SendStatus(
+        BufferBudgetExhaustedStatus(
+            context_->options.max_connection_buffer_bytes),
+        /*keep_alive=*/false);
+  }
   if (ec == http::error::header_limit) {
     return SendStatus({431, "RequestEntityTooLarge",
                        "request header fields too large", std::nullopt},
@@ -318,6 +396,9 @@ void WatchSession::HandleRequest() {
                           /*keep_alive=*/false);
       }
       watch_ = std::move(parsed.watch);
+      // Parsed: a watch does not keep its target (a long selector may be
+      // most of --max-header-bytes) for its life.
+      request_.target(beast::string_view());
       return StartWatch();
   }
 }
@@ -453,9 +534,16 @@ void WatchSession::DoReadAhead() {
   // A client that pipelines more than a request's worth is not watched
   // further; the deadline still bounds the wait.
   if (buffer_.max_size() - buffer_.size() < kReadAheadBytes) return;
+  boost::optional<decltype(buffer_)::mutable_buffers_type> space;
+  try {
+    space.emplace(buffer_.prepare(kReadAheadBytes));
+  } catch (const std::length_error&) {
+    // No room in the buffer budget: the deadline still bounds the wait.
+    budget_account_.ClearRefused();
+    return;
+  }
   reading_ahead_ = true;
-  socket_.async_read_some(buffer_.prepare(kReadAheadBytes),
-                          Bind(&WatchSession::OnReadAhead));
+  socket_.async_read_some(*space, Bind(&WatchSession::OnReadAhead));
 }
 
 void WatchSession::OnReadAhead(ErrorCode ec, size_t bytes) {

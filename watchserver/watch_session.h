@@ -50,6 +50,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "watchserver/connection_budget.h"
 #include "watchserver/event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
@@ -95,7 +96,8 @@ struct ServerContext {
       : log(log),
         catalog(catalog),
         options(std::move(options)),
-        ready(std::move(ready)) {}
+        ready(std::move(ready)),
+        buffer_budget(this->options.max_connection_buffer_bytes) {}
 
   EventLog& log;
   ResourceCatalog& catalog;
@@ -109,6 +111,11 @@ struct ServerContext {
   // count against max_connections, and at most kMaxRefusing are open.
   std::atomic<size_t> refusing{0};
   static constexpr size_t kMaxRefusing = 16;
+  // Request buffers and spilled writes of every session (connection_budget.h),
+  // and its refusals (HttpServer::connection_buffer_refusals).
+  ConnectionBudget buffer_budget;
+  std::atomic<uint64_t> buffer_refused_request{0};
+  std::atomic<uint64_t> buffer_refused_watch{0};
 };
 
 class WatchSession : public std::enable_shared_from_this<WatchSession> {
@@ -187,6 +194,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   void DoReadRequest();
   void OnReadRequest(ErrorCode ec, size_t bytes);
   void OnRequestError(ErrorCode ec);
+  // Gives back the request buffer's memory if it holds no bytes: a
+  // connection not reading a request holds none of the budget.
+  void ReleaseRequestBuffer();
   void HandleRequest();
   // `allow`: the Allow header of a 405, or "".
   void SendStatus(const K8sStatus& status, bool keep_alive,
@@ -253,7 +263,20 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Before a write waits for its client: copies its unsent rest into
   // spill_ and lets go of its events, so that a slow client pins no
   // segment of the arena (whose events the log may evict meanwhile).
-  void SpillRest();
+  // False if the connection buffer budget has no room for the copy: then
+  // nothing was let go of.
+  bool SpillRest();
+  // After a SpillRest that found no room: the write keeps its events this
+  // long (spill_deferred_), then spills or ends the watcher. A quarter of a
+  // second, as the apiserver's watch cache gives a watcher whose buffer is
+  // full before it closes it.
+ public:
+  static constexpr std::chrono::milliseconds kSpillRetryDelay{250};
+
+ private:
+  // Spills a deferred write if the budget has room now, and re-arms the
+  // write timer as for any write waiting on its client.
+  bool RetryDeferredSpill();
   void OnWritable(ErrorCode ec);
   // Empties events_in_flight_ and the pieces after a write, keeping room
   // for kKeptWriteCapacity events.
@@ -305,10 +328,20 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool shutdown_requested_ = false;
   std::optional<K8sStatus> refusal_;  // see Refuse()
 
+  // What this connection holds of the server's buffer budget: buffer_,
+  // the parsed request's fields and spill_ allocate through it. Declared
+  // before them, so that it outlives them.
+  using BudgetAlloc = BudgetAllocator<char>;
+  BudgetAccount budget_account_;
+
   // Request side.
-  boost::beast::flat_buffer buffer_;
-  std::optional<RequestParser<boost::beast::http::string_body>> parser_;
-  boost::beast::http::request<boost::beast::http::string_body> request_;
+  boost::beast::basic_flat_buffer<BudgetAlloc> buffer_;
+  using Request = boost::beast::http::request<
+      boost::beast::http::string_body,
+      boost::beast::http::basic_fields<BudgetAlloc>>;
+  std::optional<RequestParser<boost::beast::http::string_body, BudgetAlloc>>
+      parser_;
+  Request request_;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>>
       response_;
   bool keep_alive_ = false;
@@ -385,7 +418,9 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   // Cleared if the kernel refuses sendfile to this socket: the arena's
   // bytes then go from their mapping, like the rest.
   bool sendfile_ok_ = true;
-  std::string spill_;  // SpillRest's copy, while the write waits
+  bool spill_deferred_ = false;  // see kSpillRetryDelay
+  // SpillRest's copy, while the write waits; charged to the budget.
+  std::basic_string<char, std::char_traits<char>, BudgetAlloc> spill_;
   // What OnWriteEvents counts for the write in flight, taken as it starts
   // (SpillRest may let go of its events): events by type, and the commit
   // time of its oldest event committed while the watch ran (0: none).
@@ -422,6 +457,10 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
   bool watch_counted_ = false;
   std::optional<WatchEndReason> end_reason_;
 };
+
+// Logs that the connection buffer budget refused an allocation, at most
+// once per 10 s for the whole process; `limit` is the budget.
+void LogBufferBudgetRefusal(const char* what, size_t limit);
 
 // Both halves of the session (watch_session.cc, watch_stream.cc) use these.
 template <class... Args>

@@ -18,6 +18,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/write.hpp>
 #include <random>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -687,18 +688,30 @@ void WatchSession::WriteEventsInFlight(bool live) {
   }
   // The socket is full: write the rest when the client reads, with the
   // stall timer running.
-  SpillRest();
   BeginWrite();
+  if (!SpillRest()) {
+    // The buffer budget has no room for the copy. A client that reads
+    // drains its socket well within kSpillRetryDelay: until then the write
+    // keeps its events (the log's memory, for that long at most), then
+    // tries again, and ends the watcher if it still cannot
+    // (OnWriteStalled).
+    spill_deferred_ = true;
+    ArmWriteTimer(kSpillRetryDelay);
+  }
   socket_.async_wait(Socket::wait_write, Bind(&WatchSession::OnWritable));
 }
 
-void WatchSession::SpillRest() {
+bool WatchSession::SpillRest() {
   size_t bytes = 0;
   for (size_t i = next_piece_; i < pieces_.size(); ++i) {
     bytes += pieces_[i].size;
   }
   spill_.clear();
-  spill_.reserve(bytes);
+  try {
+    spill_.reserve(bytes);
+  } catch (const std::length_error&) {
+    return false;  // the budget refused it (BudgetAllocator)
+  }
   for (size_t i = next_piece_; i < pieces_.size(); ++i) {
     spill_.append(pieces_[i].data, pieces_[i].size);
   }
@@ -706,6 +719,7 @@ void WatchSession::SpillRest() {
   pieces_.push_back({spill_.data(), spill_.size(), -1, 0});
   next_piece_ = 0;
   events_in_flight_.clear();
+  return true;
 }
 
 WatchSession::ErrorCode WatchSession::SendPieces() {
@@ -769,6 +783,8 @@ WatchSession::ErrorCode WatchSession::SendPieces() {
 void WatchSession::OnWritable(ErrorCode ec) {
   if (!ec) ec = SendPieces();
   if (ec == net::error::would_block) {
+    // Less is left to copy now, and the budget may have room again.
+    if (spill_deferred_) RetryDeferredSpill();
     socket_.async_wait(Socket::wait_write, Bind(&WatchSession::OnWritable));
     return;
   }
@@ -776,10 +792,13 @@ void WatchSession::OnWritable(ErrorCode ec) {
 }
 
 void WatchSession::ReleaseWriteBuffers() {
+  spill_deferred_ = false;
   events_in_flight_.clear();
   pieces_.clear();
   next_piece_ = 0;
-  if (spill_.capacity() > 0) std::string().swap(spill_);
+  if (spill_.capacity() > 0) {
+    decltype(spill_)(spill_.get_allocator()).swap(spill_);
+  }
   // Keep room for a few events' writes; give back what a burst took.
   if (events_in_flight_.capacity() > kKeptWriteCapacity) {
     std::vector<EventPtr>().swap(events_in_flight_);

@@ -197,6 +197,18 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
                    "walwatch_connections_refused_total{reason=\"limit\"}"),
             1)
       << scrape;
+  // The connection buffer budget is gauged, and two streaming watches hold
+  // none of it (the refused connection may still be closing).
+  EXPECT_EQ(Sample(scrape, "walwatch_connection_buffer_limit_bytes"),
+            128 << 20)
+      << scrape;
+  EXPECT_GE(Sample(scrape, "walwatch_connection_buffer_bytes"), 0) << scrape;
+  EXPECT_LE(Sample(scrape, "walwatch_connection_buffer_bytes"), 64 * 1024)
+      << scrape;
+  EXPECT_EQ(Sample(scrape,
+                   "walwatch_connection_buffer_refused_total{what=\"request\"}"),
+            0)
+      << scrape;
   // The watches go on.
   InsertRow(db(), Pod("c1", "default", "mc-a"));
   WatchEvent a, b;

@@ -1040,6 +1040,7 @@ TEST_F(WatchSemanticsTest, SigtermClosesAWatcherWhoseSocketIsFull) {
 // --- Real clients ------------------------------------------------------------
 
 TEST_F(WatchSemanticsTest, KubectlAndCurlWithSelectorAndBookmarks) {
+  if (!OnPath("kubectl")) GTEST_SKIP() << kNoKubectl;
   int port = FreeLoopbackPort();
   ASSERT_NE(port, 0);
   auto options = DefaultOptions();

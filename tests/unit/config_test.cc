@@ -82,6 +82,7 @@ TEST(Config, DefaultJson) {
             "\"bookmark-interval\":\"1m\",\"wake-interval\":\"auto\","
             "\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\",\"max-connections\":\"auto\","
+            "\"max-connection-buffer-bytes\":\"128Mi\","
             "\"metrics-address\":\"127.0.0.1:9187\","
             "\"ready-max-lag\":\"16Mi\",\"state-workers\":4,"
             "\"retained-wal-warn\":\"1Gi\",\"replay-window\":\"10m\","
@@ -524,6 +525,33 @@ TEST(Config, MaxConnectionsIsAutoOrACount) {
   }
 }
 
+TEST(Config, MaxConnectionBufferBytesIsASizeOfAtLeast4Mi) {
+  EXPECT_EQ(Parse({}).config.max_connection_buffer_bytes, size_t{128} << 20);
+  EXPECT_EQ(Parse({"--max-connection-buffer-bytes=1Gi"})
+                .config.max_connection_buffer_bytes,
+            size_t{1} << 30);
+  EXPECT_EQ(Parse({}, {"WALWATCH_MAX_CONNECTION_BUFFER_BYTES=4194304"})
+                .config.max_connection_buffer_bytes,
+            size_t{4} << 20);
+  EXPECT_EQ(Parse({"--max-connection-buffer-bytes=64Mi"},
+                  {"WALWATCH_MAX_CONNECTION_BUFFER_BYTES=1Gi"})
+                .config.max_connection_buffer_bytes,
+            size_t{64} << 20);
+  for (const char* small : {"0", "1Mi", "4194303"}) {
+    EXPECT_EQ(ErrorFor({std::string("--max-connection-buffer-bytes=") + small}),
+              std::string("invalid value \"") + small +
+                  "\" for --max-connection-buffer-bytes: must be at least 4Mi")
+        << small;
+  }
+  for (const char* bad : {"-1", "lots", "", "12Xi"}) {
+    EXPECT_EQ(ErrorFor({std::string("--max-connection-buffer-bytes=") + bad}),
+              std::string("invalid value \"") + bad +
+                  "\" for --max-connection-buffer-bytes: expected a size such "
+                  "as 128Mi")
+        << bad;
+  }
+}
+
 TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
   const std::string help = HelpText();
   const struct {
@@ -547,6 +575,8 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
        "WALWATCH_INITIAL_STATE_STALL_TIMEOUT", "20s"},
       {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
+      {"--max-connection-buffer-bytes", "WALWATCH_MAX_CONNECTION_BUFFER_BYTES",
+       "128Mi"},
       {"--log-level", "WALWATCH_LOG_LEVEL", "info"},
   };
   for (const auto& f : kFlags) {
