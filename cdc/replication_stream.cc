@@ -147,6 +147,11 @@ struct ReplicationStream::Impl {
   // lost to a dropped connection must not lose the barrier or the reset.
   std::string RecreateSlot();
   bool slot_recreation_pending = false;
+  // highest_server_wal() as it was just before the slot was created: what
+  // the server had written before the recreation. Read after it, it would
+  // include the writes the new slot streams, and a recreation on the same
+  // server would be taken for a history that went back.
+  uint64_t server_wal_before_recreation = 0;
   // Opens an ordinary connection into *conn and reads the slot.
   std::string ReadSlotOnNewConnection(PgConn* conn, SlotState* slot);
   // Reads the recreated slot (its position, and the xmax read after it)
@@ -956,6 +961,7 @@ std::string ReplicationStream::Impl::RecreateSlot() {
     }
   }
   slot_recreation_pending = true;
+  server_wal_before_recreation = highest_server_wal ? highest_server_wal() : 0;
   if (std::string err = CreateSlot(conn.get(), opt.slot, &stop); !err.empty()) {
     return err;
   }
@@ -989,9 +995,10 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
   slot_recreation_pending = false;
   stats->SlotRecreated(NowUnixMicros());
   const uint64_t new_floor = slot.confirmed_flush - 1;
-  const uint64_t old_server_wal = highest_server_wal ? highest_server_wal() : 0;
-  // Below what this walwatch served, or what the server had written (which
-  // another replica may have served): the history went back.
+  const uint64_t old_server_wal = server_wal_before_recreation;
+  // Below what this walwatch served, or what the server had written before
+  // the slot was created (which another replica may have served): the
+  // history went back.
   if (slot.confirmed_flush < std::max(log->current_rv() + 1, old_server_wal)) {
     ResetHistory(new_floor, parsed.xmax, old_server_wal);
     return "";
