@@ -372,7 +372,21 @@ EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
   rv = std::min(rv, current_rv_);
   // The list saw everything up to floor_rv_ (older snapshots were refused
   // above), so the handoff is never below it.
-  return {HandoffStatus::kExact, std::max(rv, floor_rv_)};
+  rv = std::max(rv, floor_rv_);
+  if (FencedLocked(rv)) {
+    // The stream has not left a fence yet (it is decoding the WAL pushed
+    // past it), and a watch from rv would be refused. With every logged
+    // transaction visible, nothing commits between rv and insert_lsn, which
+    // lies past the fence (refused above otherwise): the first RV past the
+    // fence continues the list exactly, and a watch from there waits for
+    // the stream to reach it. An invisible transaction in the fence cannot be
+    // continued from an RV nobody can tell apart.
+    if (first_invisible != nullptr || insert_lsn == 0) {
+      return {HandoffStatus::kExpired, 0};
+    }
+    rv = fence_hi_ + 1;
+  }
+  return {HandoffStatus::kExact, rv};
 }
 
 void EventLog::EvictToFitLocked(size_t incoming_bytes) {

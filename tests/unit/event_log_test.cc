@@ -874,6 +874,24 @@ TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
             EventLog::AppendResult::kAppended);
   EXPECT_EQ(ReadAll(log_, log_.Seek(150).seq).size(), 1u);
   EXPECT_EQ(log_.current_rv(), 200u);
+  // While the stream is still inside the fence, a list read past it is
+  // handed the first RV past the fence, which a watch accepts, not the
+  // stream's position, which it would refuse.
+  ASSERT_TRUE(AppendOneRow(&log_, 210, /*xid=*/100));
+  log_.AdvanceCurrentRv(old_current);
+  {
+    EventLog::Snapshot all_visible;
+    ASSERT_TRUE(EventLog::ParseSnapshot("5000:5000:", &all_visible));
+    EventLog::HandoffResult h = log_.Handoff(all_visible, old_current + 20);
+    ASSERT_EQ(h.status, EventLog::HandoffStatus::kExact);
+    EXPECT_EQ(h.rv, old_current + 11);
+    EXPECT_FALSE(log_.Fenced(h.rv));
+    // Not when the list did not see a transaction of the fence.
+    EventLog::Snapshot unseen;  // xid 100, committed at 210, in the fence
+    ASSERT_TRUE(EventLog::ParseSnapshot("100:5000:100", &unseen));
+    EXPECT_EQ(log_.Handoff(unseen, old_current + 20).status,
+              EventLog::HandoffStatus::kExpired);
+  }
   // Once past the fence, RVs are unambiguous again.
   log_.AdvanceCurrentRv(old_current + 20);
   EXPECT_EQ(log_.Seek(old_current + 20).status, EventLog::SeekStatus::kOk);
