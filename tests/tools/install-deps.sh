@@ -9,7 +9,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config file
   libpq-dev postgresql-15 postgresql-15-wal2json
   libboost-dev libsimdjson-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libbenchmark-dev

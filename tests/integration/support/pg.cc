@@ -383,6 +383,15 @@ ScratchCluster::ScratchCluster(const std::vector<std::string>& settings) {
   std::string options = "-c listen_addresses='' -c port=5432 "
                         "-c unix_socket_directories=" + dir_ +
                         " -c fsync=off -c shared_buffers=16MB";
+  // PostgreSQL 15.19+ (Debian 12's 15.20 security update) lets only the
+  // output plugins listed in output_plugin_libraries be used; older 15.x
+  // refuse to start with the setting (support/fault.cc and
+  // tests/tools/pg-sandbox.sh do the same).
+  if (RunCommand(AsPostgresUser({bin_ + "/postgres", "--describe-config"}),
+                 std::chrono::seconds(30))
+          .output.find("\noutput_plugin_libraries\t") != std::string::npos) {
+    options += " -c output_plugin_libraries=pgoutput,test_decoding,wal2json";
+  }
   for (const auto& s : settings) options += " -c " + s;
   try {
     RunOrThrow(AsPostgresUser({bin_ + "/initdb", "-D", dir_ + "/data", "-A",
