@@ -1255,6 +1255,78 @@ TEST_F(FaultTest, ARowThatCannotBecomeAnEventGives410NotSilence) {
   RelistAndCheckExact(*ww);
 }
 
+// A real server can send a wal2json message that is not JSON: in a
+// SQL_ASCII database a text column takes any bytes, wal2json copies them into
+// its JSON as they are, and a name written in Latin-1 is not UTF-8, which
+// simdjson refuses. walwatch cannot tell whose row the message held, so its
+// transaction is a barrier for every watcher; the error is counted
+// (walwatch_decode_errors_total) and logged with the message's position.
+TEST_F(FaultTest, AMessageThatIsNotUtf8Gives410NotSilence) {
+  FaultCluster::Options sql_ascii;
+  sql_ascii.initdb_args = {"--encoding=SQL_ASCII", "--locale=C"};
+  StartCluster(std::move(sql_ascii));
+  ASSERT_EQ(db().QueryValue("SHOW server_encoding"), "SQL_ASCII");
+  int metrics_port = 0;
+  auto* ww = Launch(OptionsWithMetrics(&metrics_port));
+  ASSERT_NE(ww, nullptr);
+  uint64_t start = Marker();
+  auto watchers = StartWatchers(*ww, start, FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  writer_->Pause();
+  auto insert_lsn = [&] {
+    return ParseLsn(
+        db().QueryValue("SELECT pg_current_wal_insert_lsn()::text"));
+  };
+  const uint64_t before = insert_lsn();
+  // "café" in Latin-1: 0xe9 begins a three-byte UTF-8 sequence, and "-"
+  // cannot continue it.
+  const std::string name = std::string("caf\xe9") + "-pod";
+  db().Query(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, uid, resource_version, object, created_at, "
+      "synced_at) VALUES ('', 'v1', 'pods', 'Pod', 'latin1', 'latin1', "
+      "$1::text, 'uid-latin1', '1', jsonb_build_object('apiVersion', 'v1', "
+      "'kind', 'Pod', 'metadata', jsonb_build_object('name', $1::text, "
+      "'namespace', 'latin1', 'uid', 'uid-latin1', 'resourceVersion', '1', "
+      "'annotations', jsonb_build_object('shadow.clusterpedia.io/"
+      "cluster-name', 'latin1'))), now(), now())",
+      {name});
+  const uint64_t inserted = insert_lsn();
+  // The checkers (support/model.h) parse stored objects as JSON and cannot
+  // read the row either: it goes again, in a second message that is not
+  // UTF-8 (the old row, REPLICA IDENTITY FULL).
+  db().Exec("DELETE FROM resources WHERE cluster = 'latin1'");
+  const uint64_t past = Marker();
+  writer_->Resume();
+  ExpectAllExpired(watchers);
+  if (HasFailure()) return;  // no 410: relisting would only time out
+  ASSERT_TRUE(WaitForCurrentRv(metrics_port, past, seconds(60)));
+  auto errors = LogLines(*ww, "cannot decode a wal2json message");
+  ASSERT_EQ(errors.size(), 2u);
+  const uint64_t at = ParseLsn(errors[0].value("lsn", ""));
+  EXPECT_GE(at, before) << errors[0].dump();
+  EXPECT_LT(at, inserted) << errors[0].dump();
+  EXPECT_NE(errors[0].value("error", "").find("UTF-8"), std::string::npos)
+      << errors[0].dump();
+  EXPECT_EQ(LogLines(*ww,
+                     "a transaction has a record that could not be decoded; "
+                     "every watcher must relist")
+                .size(),
+            2u);
+  EXPECT_EQ(Metric(metrics_port, "walwatch_decode_errors_total"), 2.0)
+      << "walwatch_decode_errors_total";
+  // A watch resuming from before it is told to relist at once.
+  {
+    FaultWatcher late(ww->socket_path(), Filters()[0], start,
+                      FaultWatcher::Policy::kStayOpen);
+    ASSERT_TRUE(late.Start());
+    EXPECT_TRUE(late.WaitForExpired(In(seconds(20))));
+    EXPECT_EQ(late.events(), 0u);
+  }
+  RelistAndCheckExact(*ww);
+}
+
 // Logical decoding messages (pg_logical_emit_message), which heartbeat
 // tools send, are none of walwatch's business: not a decode error (a
 // non-transactional one has a null xid, a binary one is not text), and not a
