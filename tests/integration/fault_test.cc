@@ -1446,7 +1446,8 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
   auto b = std::make_unique<FaultCluster>(FaultCluster::Options{});
   PrepareDatabase(*b);
   PgConnection bdb(b->Conninfo(kDb));
-  auto o = Options();
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   o.conninfo = "host=" + cluster_->dir() + "," + b->dir() +
                " port=5432,5432 dbname=" + kDb + " user=postgres";
   auto* ww = Launch(o);
@@ -1520,6 +1521,9 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   ASSERT_FALSE(LogLines(*ww, "pushed the WAL past the fence").empty());
+  // Counted before the WAL was pushed, once, as logged once.
+  EXPECT_EQ(Metric(metrics_port, "walwatch_history_resets_total"), 1.0)
+      << "walwatch_history_resets_total";
   StartWriter();
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
   ASSERT_NO_FATAL_FAILURE(RelistAndCheckExact(*ww));
