@@ -1413,6 +1413,9 @@ TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
             << calibration << " s; the big transaction: " << rows
             << " rows\n";
   const size_t busy_before = LogLines(*ww, busy).size();
+  const auto waits_before =
+      Metric(metrics_port, "walwatch_busy_walsender_waits_total");
+  ASSERT_TRUE(waits_before) << "walwatch_busy_walsender_waits_total";
 
   auto watchers =
       StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
@@ -1428,6 +1431,13 @@ TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
   EXPECT_GT(LogLines(*ww, busy).size(), busy_before)
       << "decoding took " << decoded << " s, not over the "
       << kTimeout.count() << " s timeout, so nothing was tested";
+  // Each receive timeout spent waiting is counted. The wait ended before
+  // walwatch got past the big transaction, which insert_and_pass waited
+  // for, so the counter has risen by now.
+  EXPECT_GT(
+      Metric(metrics_port, "walwatch_busy_walsender_waits_total").value_or(0),
+      *waits_before)
+      << "walwatch_busy_walsender_waits_total";
   auto lost = LogLines(*ww, "replication connection lost");
   EXPECT_TRUE(lost.empty()) << lost[0].dump();
 }
