@@ -14,8 +14,9 @@
 // Faults: PostgreSQL fast and immediate restarts; connections cut by a TCP
 // proxy; a silent partition (the proxy stalls), also during SIGTERM; the
 // walsender terminated; walwatch restarted (SIGTERM, SIGKILL); the slot
-// invalidated or dropped (walwatch paused or down); TRUNCATE; DDL; one huge
-// transaction (watched and filtered table); graceful shutdown.
+// invalidated or dropped (walwatch paused or down); TRUNCATE; DDL; a wal2json
+// message that is not UTF-8 (a SQL_ASCII cluster); one huge transaction
+// (watched and filtered table); graceful shutdown.
 //
 // Run with `make test-fault` (ctest -L fault). WALWATCH_FAULT_HUGE_ROWS
 // changes the huge transaction's row count (default 100000, ~325 MB);
