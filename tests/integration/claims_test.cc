@@ -6,16 +6,19 @@
 // shutdown; `walwatch slots drop --inactive-for` with an age above zero; and
 // the container image's non-root user, which walwatch runs as.
 //
-// Not here, and why:
-//  * walwatch_walsender_synchronous = 1, walwatch_history_resets_total > 0
-//    and walwatch_busy_walsender_waits_total > 0 need a synchronous
-//    standby, a failover and a walsender decoding a huge transaction, which
-//    only the fault suite (fault_test.cc) makes; here they are read at
-//    their healthy value, 0.
-//  * walwatch_decode_errors_total > 0 needs a wal2json message walwatch
-//    cannot decode, which a real server does not send; here it is read at
-//    0 (the wal2json fuzz target and the decoder's unit tests feed such
-//    messages).
+// Not here, and why: these need a cluster of their own, which only the
+// fault suite (fault_test.cc) runs; here they are read at their healthy
+// value, 0, and there above it:
+//  * walwatch_walsender_synchronous = 1: a synchronous standby
+//    (FaultTest.AWalsenderMadeASynchronousStandbyIsReported).
+//  * walwatch_history_resets_total = 1: a failover to a server that was
+//    behind (FaultTest.AFailoverToAServerBehindLosesNothingAndFencesOldRvs).
+//  * walwatch_busy_walsender_waits_total > 0: a walsender decoding a huge
+//    transaction in silence (FaultTest.AWalsenderDecodingInSilenceIsWaitedFor).
+//  * walwatch_decode_errors_total = 2: a SQL_ASCII cluster, whose wal2json
+//    copies a Latin-1 name into messages that are not UTF-8
+//    (FaultTest.AMessageThatIsNotUtf8Gives410NotSilence; the wal2json fuzz
+//    target and the decoder's unit tests feed other undecodable messages).
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>

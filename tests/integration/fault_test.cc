@@ -14,8 +14,9 @@
 // Faults: PostgreSQL fast and immediate restarts; connections cut by a TCP
 // proxy; a silent partition (the proxy stalls), also during SIGTERM; the
 // walsender terminated; walwatch restarted (SIGTERM, SIGKILL); the slot
-// invalidated or dropped (walwatch paused or down); TRUNCATE; DDL; one huge
-// transaction (watched and filtered table); graceful shutdown.
+// invalidated or dropped (walwatch paused or down); TRUNCATE; DDL; a wal2json
+// message that is not UTF-8 (a SQL_ASCII cluster); one huge transaction
+// (watched and filtered table); graceful shutdown.
 //
 // Run with `make test-fault` (ctest -L fault). WALWATCH_FAULT_HUGE_ROWS
 // changes the huge transaction's row count (default 100000, ~325 MB);
@@ -1255,6 +1256,78 @@ TEST_F(FaultTest, ARowThatCannotBecomeAnEventGives410NotSilence) {
   RelistAndCheckExact(*ww);
 }
 
+// A real server can send a wal2json message that is not JSON: in a
+// SQL_ASCII database a text column takes any bytes, wal2json copies them into
+// its JSON as they are, and a name written in Latin-1 is not UTF-8, which
+// simdjson refuses. walwatch cannot tell whose row the message held, so its
+// transaction is a barrier for every watcher; the error is counted
+// (walwatch_decode_errors_total) and logged with the message's position.
+TEST_F(FaultTest, AMessageThatIsNotUtf8Gives410NotSilence) {
+  FaultCluster::Options sql_ascii;
+  sql_ascii.initdb_args = {"--encoding=SQL_ASCII", "--locale=C"};
+  StartCluster(std::move(sql_ascii));
+  ASSERT_EQ(db().QueryValue("SHOW server_encoding"), "SQL_ASCII");
+  int metrics_port = 0;
+  auto* ww = Launch(OptionsWithMetrics(&metrics_port));
+  ASSERT_NE(ww, nullptr);
+  uint64_t start = Marker();
+  auto watchers = StartWatchers(*ww, start, FaultWatcher::Policy::kStayOpen);
+  StartWriter();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  writer_->Pause();
+  auto insert_lsn = [&] {
+    return ParseLsn(
+        db().QueryValue("SELECT pg_current_wal_insert_lsn()::text"));
+  };
+  const uint64_t before = insert_lsn();
+  // "café" in Latin-1: 0xe9 begins a three-byte UTF-8 sequence, and "-"
+  // cannot continue it.
+  const std::string name = std::string("caf\xe9") + "-pod";
+  db().Query(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, uid, resource_version, object, created_at, "
+      "synced_at) VALUES ('', 'v1', 'pods', 'Pod', 'latin1', 'latin1', "
+      "$1::text, 'uid-latin1', '1', jsonb_build_object('apiVersion', 'v1', "
+      "'kind', 'Pod', 'metadata', jsonb_build_object('name', $1::text, "
+      "'namespace', 'latin1', 'uid', 'uid-latin1', 'resourceVersion', '1', "
+      "'annotations', jsonb_build_object('shadow.clusterpedia.io/"
+      "cluster-name', 'latin1'))), now(), now())",
+      {name});
+  const uint64_t inserted = insert_lsn();
+  // The checkers (support/model.h) parse stored objects as JSON and cannot
+  // read the row either: it goes again, in a second message that is not
+  // UTF-8 (the old row, REPLICA IDENTITY FULL).
+  db().Exec("DELETE FROM resources WHERE cluster = 'latin1'");
+  const uint64_t past = Marker();
+  writer_->Resume();
+  ExpectAllExpired(watchers);
+  if (HasFailure()) return;  // no 410: relisting would only time out
+  ASSERT_TRUE(WaitForCurrentRv(metrics_port, past, seconds(60)));
+  auto errors = LogLines(*ww, "cannot decode a wal2json message");
+  ASSERT_EQ(errors.size(), 2u);
+  const uint64_t at = ParseLsn(errors[0].value("lsn", ""));
+  EXPECT_GE(at, before) << errors[0].dump();
+  EXPECT_LT(at, inserted) << errors[0].dump();
+  EXPECT_NE(errors[0].value("error", "").find("UTF-8"), std::string::npos)
+      << errors[0].dump();
+  EXPECT_EQ(LogLines(*ww,
+                     "a transaction has a record that could not be decoded; "
+                     "every watcher must relist")
+                .size(),
+            2u);
+  EXPECT_EQ(Metric(metrics_port, "walwatch_decode_errors_total"), 2.0)
+      << "walwatch_decode_errors_total";
+  // A watch resuming from before it is told to relist at once.
+  {
+    FaultWatcher late(ww->socket_path(), Filters()[0], start,
+                      FaultWatcher::Policy::kStayOpen);
+    ASSERT_TRUE(late.Start());
+    EXPECT_TRUE(late.WaitForExpired(In(seconds(20))));
+    EXPECT_EQ(late.events(), 0u);
+  }
+  RelistAndCheckExact(*ww);
+}
+
 // Logical decoding messages (pg_logical_emit_message), which heartbeat
 // tools send, are none of walwatch's business: not a decode error (a
 // non-transactional one has a null xid, a binary one is not text), and not a
@@ -1341,6 +1414,9 @@ TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
             << calibration << " s; the big transaction: " << rows
             << " rows\n";
   const size_t busy_before = LogLines(*ww, busy).size();
+  const auto waits_before =
+      Metric(metrics_port, "walwatch_busy_walsender_waits_total");
+  ASSERT_TRUE(waits_before) << "walwatch_busy_walsender_waits_total";
 
   auto watchers =
       StartWatchers(*ww, Marker(), FaultWatcher::Policy::kStayOpen);
@@ -1356,6 +1432,13 @@ TEST_F(FaultTest, AWalsenderDecodingInSilenceIsWaitedFor) {
   EXPECT_GT(LogLines(*ww, busy).size(), busy_before)
       << "decoding took " << decoded << " s, not over the "
       << kTimeout.count() << " s timeout, so nothing was tested";
+  // Each receive timeout spent waiting is counted. The wait ended before
+  // walwatch got past the big transaction, which insert_and_pass waited
+  // for, so the counter has risen by now.
+  EXPECT_GT(
+      Metric(metrics_port, "walwatch_busy_walsender_waits_total").value_or(0),
+      *waits_before)
+      << "walwatch_busy_walsender_waits_total";
   auto lost = LogLines(*ww, "replication connection lost");
   EXPECT_TRUE(lost.empty()) << lost[0].dump();
 }
@@ -1374,7 +1457,8 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
   auto b = std::make_unique<FaultCluster>(FaultCluster::Options{});
   PrepareDatabase(*b);
   PgConnection bdb(b->Conninfo(kDb));
-  auto o = Options();
+  int metrics_port = 0;
+  auto o = OptionsWithMetrics(&metrics_port);
   o.conninfo = "host=" + cluster_->dir() + "," + b->dir() +
                " port=5432,5432 dbname=" + kDb + " user=postgres";
   auto* ww = Launch(o);
@@ -1448,6 +1532,9 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   ASSERT_FALSE(LogLines(*ww, "pushed the WAL past the fence").empty());
+  // Counted before the WAL was pushed, once, as logged once.
+  EXPECT_EQ(Metric(metrics_port, "walwatch_history_resets_total"), 1.0)
+      << "walwatch_history_resets_total";
   StartWriter();
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
   ASSERT_NO_FATAL_FAILURE(RelistAndCheckExact(*ww));
