@@ -23,7 +23,7 @@ test:
 	tests/tools/run-tests.sh
 
 # The fault suite: PostgreSQL restarts, cut connections, lost slots,
-# TRUNCATE, DDL, a huge transaction: 30 ctest tests, each on a private
+# TRUNCATE, DDL, a huge transaction: 32 ctest tests, each on a private
 # cluster (`ctest -N -L fault`); how long they take alone is not measured.
 test-fault:
 	CTEST_ARGS="-L fault" tests/tools/run-tests.sh
