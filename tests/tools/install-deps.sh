@@ -51,12 +51,12 @@ echo "install-deps: installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 log=$(mktemp /tmp/walwatch-install-deps.XXXXXX)
 trap 'rm -f "$log"' EXIT
-if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1; then
+if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq -o DPkg::Lock::Timeout=600 >"$log" 2>&1; then
   cat "$log" >&2
   echo "install-deps: apt-get update failed" >&2
   exit 1
 fi
-if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
     --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
   cat "$log" >&2
   echo "install-deps: apt-get install failed" >&2
