@@ -419,11 +419,12 @@ const Flag kFlags[] = {
      false, true},
     {"initial-state-stall-timeout", Group::kServing, "DURATION",
      "How long a state reader waits for a client that takes none of its "
-     "initial state (the 4 MiB of events queued for it stay unread) "
-     "before it gives back the reader and the snapshot: the watch ends "
-     "with 410 Expired and the client relists. Keep it below 30s: a write "
-     "the client does not drain for 30s closes its connection without the "
-     "410. 0 (no limit, only --initial-state-timeout) or at least 1s.",
+     "initial state (the 4 MiB of events queued for it stay unread), or "
+     "too little of it (see --initial-state-min-rate), before it gives back the "
+     "reader and the snapshot: the watch ends with 410 Expired and the "
+     "client relists. Keep it below 30s: a write the client does not drain "
+     "for 30s closes its connection without the 410. 0 (no limit, only "
+     "--initial-state-timeout) or at least 1s.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        std::chrono::milliseconds d;
@@ -437,6 +438,25 @@ const Flag kFlags[] = {
      [](const Config& c) {
        return FormatDuration(c.initial_state_stall_timeout);
      },
+     false, true},
+    {"initial-state-min-rate", Group::kServing, "SIZE",
+     "Bytes per second a client must take of its initial state while the "
+     "state reader waits for it: over each --initial-state-stall-timeout "
+     "that the reader spends waiting on the client's full queue, the "
+     "client must have taken this much per second, or the watch ends with "
+     "410 Expired and the reader and its snapshot are given back. So a "
+     "client that trickles frees them as surely as one that stopped. A "
+     "reader that is itself slower than the client never waits and is "
+     "never judged. 0: any progress will do. The default, 1Mi, is far "
+     "below what a client on the Unix socket reads.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseSize(t, &n)) return "expected a size such as 1Mi";
+       c->initial_state_min_rate = n;
+       return "";
+     },
+     [](const Config& c) { return FormatSize(c.initial_state_min_rate); },
      false, true},
     {"bookmark-interval", Group::kServing, "DURATION",
      "A watch with allowWatchBookmarks=true gets a BOOKMARK about this often "

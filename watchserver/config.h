@@ -85,6 +85,9 @@ struct Config {
   // with 410 and the reader is free again: 0 (none) or at least 1s.
   std::chrono::milliseconds initial_state_stall_timeout{
       std::chrono::seconds(20)};
+  // Bytes per second a client must take of its initial state while the
+  // reader waits for it (HttpServerOptions::initial_state_min_rate).
+  uint64_t initial_state_min_rate = uint64_t{1} << 20;
   // How often a watch that allows bookmarks gets one (less up to 5% of
   // jitter): at least 1s.
   std::chrono::milliseconds bookmark_interval{std::chrono::seconds(60)};

@@ -65,6 +65,10 @@ struct HttpServerOptions {
   // watch ends with 410; zero: no limit.
   std::chrono::milliseconds initial_state_stall_timeout{
       std::chrono::seconds(20)};
+  // Bytes per second a client must take of its initial state, over each
+  // stall timeout that the reader waits on its full queue; zero: any
+  // progress at all will do.
+  uint64_t initial_state_min_rate = uint64_t{1} << 20;
   // Initial state, list handoffs and fresh RVs. Not owned; may be null (then
   // those requests get 503).
   StateSource* state = nullptr;

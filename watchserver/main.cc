@@ -365,6 +365,7 @@ int Main(int argc, char** argv) {
   http_options.initial_state_timeout = config.initial_state_timeout;
   http_options.initial_state_stall_timeout =
       config.initial_state_stall_timeout;
+  http_options.initial_state_min_rate = config.initial_state_min_rate;
   http_options.bookmark_interval = config.bookmark_interval;
   // A watcher must be able to take the largest transaction the log keeps
   // in one go without being called slow.

@@ -62,9 +62,11 @@ struct Metrics::Impl {
   prometheus::Counter& state_stalls =
       prometheus::BuildCounter()
           .Name("walwatch_initial_state_stalls_total")
-          .Help("Initial states ended with 410 because the client took none "
-                "of them for --initial-state-stall-timeout; their state "
-                "readers were given back.")
+          .Help("Initial states ended with 410 because, over an "
+                "--initial-state-stall-timeout of their reader waiting, the "
+                "client took none of them or less than "
+                "--initial-state-min-rate; their state readers were given "
+                "back.")
           .Register(*registry)
           .Add({});
 

@@ -9,6 +9,18 @@ std::string FormatMillis(std::chrono::milliseconds d) {
                                : std::to_string(d.count()) + " ms";
 }
 
+// "1 MiB/s", "64 KiB/s", "1000 B/s".
+std::string FormatRate(uint64_t bytes_per_second) {
+  constexpr uint64_t kKi = 1024;
+  if (bytes_per_second >= kKi * kKi && bytes_per_second % (kKi * kKi) == 0) {
+    return std::to_string(bytes_per_second / (kKi * kKi)) + " MiB/s";
+  }
+  if (bytes_per_second >= kKi && bytes_per_second % kKi == 0) {
+    return std::to_string(bytes_per_second / kKi) + " KiB/s";
+  }
+  return std::to_string(bytes_per_second) + " B/s";
+}
+
 }  // namespace
 
 void InitialStateStream::NotifyLocked(
@@ -48,36 +60,64 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
       return cancelled_ || queue_.empty() ||
              queued_bytes_ + bytes <= max_queued_bytes_;
     };
-    // The overall bound (from the stream's start) and the stall bound (from
-    // now: the consumer took nothing since the queue filled), whichever
-    // comes first.
+    // The overall bound (from the stream's start) and the stall window (the
+    // producer's waits since the window began), whichever ends first.
     using Clock = std::chrono::steady_clock;
     const bool overall = timeout_.count() > 0;
     const bool stall = stall_timeout_.count() > 0;
-    const Clock::time_point stall_deadline = Clock::now() + stall_timeout_;
-    if (!overall && !stall) {
-      space_.wait(lock, room);
-    } else if (!space_.wait_until(
-                   lock,
-                   !stall     ? deadline_
-                   : !overall ? stall_deadline
-                              : std::min(deadline_, stall_deadline),
-                   room)) {
+    std::string failure;  // empty: room, or cancelled
+    bool stalled = false;
+    while (!room()) {
+      if (!overall && !stall) {
+        space_.wait(lock, room);
+        break;
+      }
+      const Clock::time_point now = Clock::now();
+      const Clock::time_point window_end =
+          now + (stall_timeout_ - window_waited_);
+      const bool window_first = stall && (!overall || window_end < deadline_);
+      const bool got_room =
+          space_.wait_until(lock, window_first ? window_end : deadline_, room);
+      if (stall) window_waited_ += Clock::now() - now;
+      if (got_room) break;
+      if (!window_first) {
+        failure = "the initial state was not read within " +
+                  FormatMillis(timeout_) +
+                  " (--initial-state-timeout): the client reads too slowly; "
+                  "relist";
+        break;
+      }
+      // The producer has waited stall_timeout in this window: did the
+      // consumer take enough meanwhile?
+      const uint64_t need = min_rate_ *
+                            static_cast<uint64_t>(stall_timeout_.count()) /
+                            1000;
+      if (window_taken_ > 0 && window_taken_ >= need) {
+        window_waited_ = {};
+        window_taken_ = 0;
+        continue;
+      }
+      stalled = true;
+      failure =
+          window_taken_ == 0
+              ? "the initial state was not read for " +
+                    FormatMillis(stall_timeout_) +
+                    " (--initial-state-stall-timeout): the client reads too "
+                    "slowly; relist"
+              : "the initial state was read at less than " +
+                    FormatRate(min_rate_) + " (--initial-state-min-rate) "
+                    "for " + FormatMillis(stall_timeout_) +
+                    " (--initial-state-stall-timeout): the client reads too "
+                    "slowly; relist";
+      break;
+    }
+    if (!failure.empty()) {
       // The client reads too slowly for the snapshot to stay open.
-      const bool stalled = stall && (!overall || stall_deadline < deadline_);
       bool report_stall = false;
       if (!failed_) {
         report_stall = stalled;
         failed_ = true;
-        error_ = {410, "Expired",
-                  stalled ? "the initial state was not read for " +
-                                FormatMillis(stall_timeout_) +
-                                " (--initial-state-stall-timeout): the "
-                                "client reads too slowly; relist"
-                          : "the initial state was not read within " +
-                                FormatMillis(timeout_) +
-                                " (--initial-state-timeout): the client "
-                                "reads too slowly; relist"};
+        error_ = {410, "Expired", std::move(failure)};
         NotifyLocked(&wake);
       }
       lock.unlock();
@@ -144,6 +184,7 @@ InitialStateStream::Taken InitialStateStream::Take(
       queue_.pop_front();
       freed = true;
     }
+    window_taken_ += queued_bytes_;
     queued_bytes_ = 0;
     t.ready = ready_;
     t.rv = rv_;

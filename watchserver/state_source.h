@@ -48,26 +48,34 @@ struct StateQuery {
 // InitialStateStream carries one state read from the worker that reads it to
 // the session that sends it, with bounded memory: Push blocks while too much
 // is queued. The worker holds a snapshot open meanwhile, so a consumer that
-// is still that slow `timeout` after the stream was made, or that has taken
-// nothing for `stall_timeout` while the queue was full, fails it: 410
-// Expired, and Push returns false. A stall also calls `on_stall` (from the
-// producer's thread) once.
+// is too slow fails it: 410 Expired, and Push returns false. Too slow is
+//   - still reading `timeout` after the stream was made; or
+//   - while the producer waits on a full queue, taking less than
+//     `min_rate` bytes per second over any `stall_timeout` of that wait
+//     (nothing at all when `min_rate` is zero). A client that trickles
+//     therefore gives the worker back as surely as one that stopped, as
+//     Kestrel's MinResponseDataRate does for slow HTTP readers; a producer
+//     that is itself the slower side never waits and is never judged.
+// A stall also calls `on_stall` (from the producer's thread) once.
 //
 // Producer (a worker thread): Ready(rv) first, then Push()*, then Finish();
 // or Fail() at any point. Consumer (a session strand): Take() with a wake-up.
 // Thread safety: all methods may be called from any thread.
 class InitialStateStream {
  public:
-  // timeout, stall_timeout zero: no limit.
+  // timeout, stall_timeout zero: no limit. min_rate: bytes per second (of
+  // queued events, as MemoryBytes counts them) a consumer must take while
+  // the producer waits; only with a stall_timeout.
   explicit InitialStateStream(
       size_t max_queued_bytes,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
       std::chrono::milliseconds stall_timeout = std::chrono::milliseconds(0),
-      std::function<void()> on_stall = nullptr)
+      std::function<void()> on_stall = nullptr, uint64_t min_rate = 0)
       : max_queued_bytes_(max_queued_bytes),
         timeout_(timeout),
         deadline_(std::chrono::steady_clock::now() + timeout),
         stall_timeout_(stall_timeout),
+        min_rate_(min_rate),
         on_stall_(std::move(on_stall)) {}
 
   // Producer. The live stream continues after `rv`; initial events carry it.
@@ -100,11 +108,18 @@ class InitialStateStream {
   const std::chrono::milliseconds timeout_;
   const std::chrono::steady_clock::time_point deadline_;
   const std::chrono::milliseconds stall_timeout_;
+  const uint64_t min_rate_;
   const std::function<void()> on_stall_;
   mutable std::mutex mu_;
   std::condition_variable space_;
   std::deque<EventPtr> queue_;   // GUARDED_BY(mu_)
   size_t queued_bytes_ = 0;      // GUARDED_BY(mu_)
+  // The stall window: how long the producer has waited on a full queue
+  // since the window began, and what the consumer took meanwhile. When the
+  // waits add up to stall_timeout the window is judged against min_rate,
+  // and the next one begins.
+  std::chrono::steady_clock::duration window_waited_{};  // GUARDED_BY(mu_)
+  uint64_t window_taken_ = 0;                            // GUARDED_BY(mu_)
   bool ready_ = false;           // GUARDED_BY(mu_)
   uint64_t rv_ = 0;              // GUARDED_BY(mu_)
   bool finished_ = false;        // GUARDED_BY(mu_)

@@ -258,9 +258,11 @@ void WatchSession::StartInitialState() {
   state_stream_ = std::make_shared<InitialStateStream>(
       context_->options.max_initial_state_queue_bytes,
       context_->options.initial_state_timeout,
-      context_->options.initial_state_stall_timeout, [metrics] {
+      context_->options.initial_state_stall_timeout,
+      [metrics] {
         if (metrics) metrics->InitialStateStalled();
-      });
+      },
+      context_->options.initial_state_min_rate);
   state->ReadState(StateQuery{watch_.group, watch_.version, watch_.resource,
                               watch_.cluster, watch_.ns,
                               watch_.resource_version.value_or(0), client_},

@@ -1,7 +1,8 @@
 // The state workers and slow clients (issue 18, part 5): one client holds at
 // most its share of the state workers (half of --state-workers), its further
 // initial states wait behind its own; and a client that takes none of its
-// initial state for --initial-state-stall-timeout gets 410 Expired, and its
+// initial state for --initial-state-stall-timeout (or less than
+// --initial-state-min-rate of it) gets 410 Expired, and its
 // worker and snapshot are given back.
 //
 // Two clients, from one test process: walwatch tells clients apart by the
@@ -18,7 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string>
@@ -132,6 +135,19 @@ class SlowTcpWatch {
       }
     }
     return status_;
+  }
+
+  // Reads up to `max` bytes into *raw, waiting at most 1 s for them.
+  // Returns false at the end of the stream (or on an error).
+  bool ReadSome(size_t max, std::string* raw) {
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) return true;  // nothing yet
+    std::string buf(max, '\0');
+    ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+    if (n <= 0) return false;
+    raw->append(buf.data(), static_cast<size_t>(n));
+    return true;
   }
 
  private:
@@ -350,6 +366,87 @@ TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) 
       << e.raw;
   EXPECT_LT(added, 6000u);
   EXPECT_TRUE(stalled.ExpectEnd(In(kEventWait)));
+}
+
+// A client that keeps reading, but slowly (at most ~800 KB/s, on a 4 KB TCP
+// window), holds the reader waiting on its full queue most of the time: the
+// session takes the 4 MiB queue whole, about every 5 s, and sends it. With
+// --initial-state-min-rate (4Mi here, against 8 KiB read per 10 ms) the
+// worker is given back after about one --initial-state-stall-timeout (10 s)
+// of waiting, and the client, reading on, gets 410 Expired. Fails without the
+// rate on a machine where the reader keeps its pace: every wait then ends
+// with a take well within 10 s, a stall bound that only asks for progress
+// never comes due, the stall counter stays at 0, and the worker stays with
+// the client for the whole ~26 MB state.
+TEST_F(StateShareTest, AClientThatTricklesItsStateGets410AndFreesItsWorker) {
+  InsertBulkPods(12000);
+  std::set<std::string> names = {"seed-deploy"};
+  for (int i = 0; i < 3; ++i) {
+    names.insert("d" + std::to_string(i));
+    InsertRow(db(), Deployment("c1", "share", "d" + std::to_string(i)));
+  }
+  const int port = FreeLoopbackPort();
+  const int metrics_port = FreeLoopbackPort();
+  ASSERT_NE(port, 0);
+  ASSERT_NE(metrics_port, 0);
+  WalwatchOptions o = DefaultOptions();
+  o.tcp_listen = "127.0.0.1:" + std::to_string(port);
+  o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port);
+  o.extra_args = {"--state-workers", "1", "--initial-state-stall-timeout",
+                  "10s", "--initial-state-min-rate", "4Mi"};
+  WalwatchProcess* ww = StartWalwatch(o);
+  ASSERT_NE(ww, nullptr);
+  ASSERT_EQ(Metric(metrics_port, "walwatch_initial_state_stalls_total"), 0.0);
+
+  SlowTcpWatch trickle(port, kWatchListPods);
+  ASSERT_TRUE(trickle.connected());
+  std::string raw;
+  std::atomic<bool> fast{false};
+  std::atomic<bool> ended{false};
+  std::thread reader([&] {
+    // An upper bound for a loaded machine, not a measure of speed.
+    const auto bound = In(seconds(300));
+    while (Clock::now() < bound) {
+      if (!trickle.ReadSome(fast ? 65536 : 8192, &raw)) {
+        ended = true;
+        return;
+      }
+      if (!fast) std::this_thread::sleep_for(milliseconds(10));
+    }
+  });
+
+  auto deadline = In(seconds(60));
+  std::optional<double> stalls;
+  while ((stalls = Metric(metrics_port,
+                          "walwatch_initial_state_stalls_total")) < 1.0 &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(stalls, 1.0) << "the trickling state was not ended within 60 s";
+
+  // The worker is free while the trickle still holds its connection.
+  if (stalls == 1.0) {
+    EXPECT_TRUE(ListThenWatch(*ww, names, In(kEventWait)));
+  }
+
+  // Reading on at full speed, the client gets the rest, then the 410.
+  fast = true;
+  reader.join();
+  EXPECT_TRUE(ended) << "the trickling stream did not end";
+  EXPECT_NE(raw.find("HTTP/1.1 200"), std::string::npos) << raw.substr(0, 200);
+  const size_t error = raw.find("\"type\":\"ERROR\"");
+  ASSERT_NE(error, std::string::npos)
+      << "no ERROR event in " << raw.size() << " bytes";
+  const std::string tail = raw.substr(error, 600);
+  EXPECT_NE(tail.find("\"code\":410"), std::string::npos) << tail;
+  // "read at less than 4 MiB/s (--initial-state-min-rate) for 10 s", or, on
+  // a machine slow enough that the reader took nothing in a window, "not
+  // read for 10 s": both are this rule.
+  EXPECT_NE(tail.find("(--initial-state-stall-timeout)"), std::string::npos)
+      << tail;
+  std::printf("the trickle's 410: %s\n",
+              tail.substr(0, tail.find("\"reason\"")).c_str());
+  EXPECT_LT(raw.size(), size_t{24} << 20) << "the whole state was sent";
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ TEST(Config, DefaultJson) {
             "\"http-threads\":1,\"too-large-rv-wait\":\"3s\","
             "\"initial-state-timeout\":\"5m\","
             "\"initial-state-stall-timeout\":\"20s\","
+            "\"initial-state-min-rate\":\"1Mi\","
             "\"bookmark-interval\":\"1m\",\"wake-interval\":\"auto\","
             "\"sendfile\":true,"
             "\"max-watcher-backlog\":\"128Mi\",\"max-connections\":\"auto\","
@@ -269,6 +270,24 @@ TEST(Config, InitialStateStallTimeoutIsOffOrAtLeastOneSecond) {
   EXPECT_EQ(ErrorFor({"--initial-state-stall-timeout=soon"}),
             "invalid value \"soon\" for --initial-state-stall-timeout: "
             "expected a duration such as 30s, 500ms or 1h30m");
+}
+
+TEST(Config, InitialStateMinRateIsASize) {
+  EXPECT_EQ(Config{}.initial_state_min_rate, uint64_t{1} << 20);
+  EXPECT_EQ(Parse({"--initial-state-min-rate=0"}).config.initial_state_min_rate,
+            0u);
+  EXPECT_EQ(
+      Parse({"--initial-state-min-rate", "64Ki"}).config.initial_state_min_rate,
+      uint64_t{65536});
+  Parsed env = Parse({}, {"WALWATCH_INITIAL_STATE_MIN_RATE=10M"});
+  ASSERT_EQ(env.error, "");
+  EXPECT_EQ(env.config.initial_state_min_rate, uint64_t{10000000});
+  EXPECT_EQ(ErrorFor({"--initial-state-min-rate=fast"}),
+            "invalid value \"fast\" for --initial-state-min-rate: expected a "
+            "size such as 1Mi");
+  EXPECT_EQ(ErrorFor({"--initial-state-min-rate=-1"}),
+            "invalid value \"-1\" for --initial-state-min-rate: expected a "
+            "size such as 1Mi");
 }
 
 TEST(Config, BookmarkInterval) {
@@ -573,6 +592,7 @@ TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
       {"--initial-state-stall-timeout",
        "WALWATCH_INITIAL_STATE_STALL_TIMEOUT", "20s"},
+      {"--initial-state-min-rate", "WALWATCH_INITIAL_STATE_MIN_RATE", "1Mi"},
       {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
       {"--max-connection-buffer-bytes", "WALWATCH_MAX_CONNECTION_BUFFER_BYTES",

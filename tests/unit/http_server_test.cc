@@ -1656,6 +1656,74 @@ TEST(InitialStateStreamTest, AConsumerThatTakesNothingStallsTheStream) {
             "relist");
 }
 
+// A consumer that takes one event every 50 ms keeps the producer waiting on
+// a full queue nearly all the time while taking a few KiB per second: with
+// --initial-state-min-rate it gives the reader back after about one stall
+// timeout of waiting; with a rate of 0 (any progress will do) it keeps it.
+// Fails without the rate: every Push's own wait is short, so the stall bound
+// never comes due and only the 5 minute bound would end the stream.
+struct Trickle {
+  uint64_t min_rate = 0;
+  int stalls = 0;
+  int pushed = 0;
+  bool refused = false;
+  std::string message;
+};
+
+void RunTrickle(Trickle* run, std::chrono::milliseconds consumer_for) {
+  InitialStateStream stream(/*max_queued_bytes=*/1, std::chrono::minutes(5),
+                            std::chrono::seconds(1),
+                            [run] { ++run->stalls; }, run->min_rate);
+  stream.Ready(kFloorRv);
+  std::atomic<bool> stop{false};
+  std::thread consumer([&] {
+    const auto until = std::chrono::steady_clock::now() + consumer_for;
+    while (!stop && std::chrono::steady_clock::now() < until) {
+      std::vector<EventPtr> taken;
+      stream.Take(&taken, [] {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  // An upper bound for a loaded machine, not a measure of speed.
+  const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < bound) {
+    if (!stream.Push({StatePod("p" + std::to_string(run->pushed), kFloorRv)})) {
+      run->refused = true;
+      break;
+    }
+    if (++run->pushed >= 60) break;  // the consumer took 60: enough to judge
+  }
+  stop = true;
+  stream.Cancel();
+  consumer.join();
+  std::vector<EventPtr> taken;
+  InitialStateStream::Taken t = stream.Take(&taken, [] {});
+  if (t.failed) run->message = t.error.message;
+}
+
+TEST(InitialStateStreamTest, AConsumerThatTricklesIsEndedByTheMinimumRate) {
+  Trickle slow;
+  slow.min_rate = 1 << 20;
+  RunTrickle(&slow, std::chrono::seconds(60));
+  EXPECT_TRUE(slow.refused) << "pushed " << slow.pushed;
+  EXPECT_LT(slow.pushed, 60);
+  EXPECT_EQ(slow.stalls, 1);
+  EXPECT_EQ(slow.message,
+            "the initial state was read at less than 1 MiB/s "
+            "(--initial-state-min-rate) for 1 s "
+            "(--initial-state-stall-timeout): the client reads too slowly; "
+            "relist");
+
+  // 60 events at one per 50 ms: three stall windows of waiting, each with
+  // progress.
+  Trickle any;
+  any.min_rate = 0;
+  RunTrickle(&any, std::chrono::seconds(60));
+  EXPECT_FALSE(any.refused) << any.message;
+  EXPECT_EQ(any.pushed, 60);
+  EXPECT_EQ(any.stalls, 0);
+}
+
 TEST_F(HttpServerTest, AClientTooSlowForTheInitialStateGets410) {
   options_.max_initial_state_queue_bytes = 4096;
   options_.initial_state_timeout = std::chrono::milliseconds(300);
