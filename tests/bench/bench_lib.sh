@@ -64,7 +64,8 @@ bench_init() {
   trap bench_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")"
+  sandbox_env=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")  # set -e stops here on failure
+  eval "$sandbox_env"
   CONNINFO="host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
   psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
 }

@@ -143,7 +143,8 @@ now_ns() { date +%s%N; }
 
 DIR=$(mktemp -d /tmp/ww-bench.XXXXXX)
 chmod 0755 "$DIR"
-eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")"
+sandbox_env=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")  # set -e stops here on failure
+eval "$sandbox_env"
 CONNINFO="host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
 psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql_v() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }

@@ -29,11 +29,14 @@ cmake -S . -B "$BUILD_DIR" >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target reflector_test walwatch
 
 DIR=$(mktemp -d /tmp/walwatch-reflector-soak.XXXXXX)
+chmod 0755 "$DIR"  # the postgres user runs the sandbox under it
 PGDIR="$DIR/pg"
 # shellcheck disable=SC2317  # invoked by the trap
 cleanup() { "$ROOT/tests/tools/pg-sandbox.sh" stop "$PGDIR" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-eval "$("$ROOT/tests/tools/pg-sandbox.sh" start "$PGDIR")"
+# An assignment, so that set -e stops here if the sandbox does not start.
+sandbox_env=$("$ROOT/tests/tools/pg-sandbox.sh" start "$PGDIR")
+eval "$sandbox_env"
 # Each client holds a connection; the test process needs the descriptors.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
