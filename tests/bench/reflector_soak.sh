@@ -13,7 +13,7 @@
 #     tests/bench/reflector_soak.sh          # a quick run
 #
 # Environment: SOAK_REFLECTOR_CLIENTS, SOAK_REFLECTOR_SECONDS,
-# SOAK_REFLECTOR_SEED (20261204), SOAK_NO_APPEND, BUILD_DIR (build), JOBS (2).
+# SOAK_REFLECTOR_SEED (20261204), SOAK_REFLECTOR_MAX_LOG (1Mi), SOAK_NO_APPEND, BUILD_DIR (build), JOBS (2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -22,6 +22,7 @@ JOBS=${JOBS:-2}
 CLIENTS=${SOAK_REFLECTOR_CLIENTS:-2000}
 SECONDS_OF_WRITES=${SOAK_REFLECTOR_SECONDS:-300}
 SEED=${SOAK_REFLECTOR_SEED:-20261204}
+MAX_LOG=${SOAK_REFLECTOR_MAX_LOG:-1Mi}
 say() { echo "reflector-soak: $*" >&2; }
 
 "$ROOT/tests/tools/install-deps.sh"
@@ -40,11 +41,11 @@ eval "$sandbox_env"
 # Each client holds a connection; the test process needs the descriptors.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-say "$CLIENTS clients, $SECONDS_OF_WRITES s of writes (seed $SEED)"
+say "$CLIENTS clients, $SECONDS_OF_WRITES s of writes, --max-log-bytes $MAX_LOG (seed $SEED)"
 start=$(date +%s)
 set +e
 WALWATCH_REFLECTOR_CLIENTS=$CLIENTS WALWATCH_REFLECTOR_SECONDS=$SECONDS_OF_WRITES \
-  WALWATCH_REFLECTOR_SEED=$SEED \
+  WALWATCH_REFLECTOR_SEED=$SEED WALWATCH_REFLECTOR_MAX_LOG=$MAX_LOG \
   "$BUILD_DIR/tests/reflector_test" >"$DIR/reflector.log" 2>&1
 rc=$?
 set -e
@@ -55,7 +56,7 @@ report() {
   echo
   echo "## Reflector soak — $(date -u +%Y-%m-%d) — commit $(git rev-parse --short HEAD)"
   echo
-  echo "Command: \`SOAK_REFLECTOR_CLIENTS=$CLIENTS SOAK_REFLECTOR_SECONDS=$SECONDS_OF_WRITES tests/bench/reflector_soak.sh\` ($(nproc) cores, ${took} s in all)."
+  echo "Command: \`SOAK_REFLECTOR_CLIENTS=$CLIENTS SOAK_REFLECTOR_SECONDS=$SECONDS_OF_WRITES SOAK_REFLECTOR_MAX_LOG=$MAX_LOG tests/bench/reflector_soak.sh\` ($(nproc) cores, ${took} s in all)."
   echo
   echo '```'
   grep '^\[REFLECTOR\]' "$DIR/reflector.log" || echo "(no summary: see the log)"
