@@ -10,8 +10,11 @@
 // filter; no two different versions of one object (uid + cluster) share an
 // RV; RVs never decrease along a stream; clients of quiet resources get no
 // 410 at all; every 410 Expired names a floor above the RV it refuses, and
-// a resume's 410 names the client's own last RV; no watch of a known
-// resource type is answered 404.
+// a resume's 410 names the client's own last RV; every 410 Expired is
+// witnessed by the WAL (WalWitness, a wal2json slot of the test's own): a
+// transaction that gave an event of the client's selection committed above
+// the RV refused and at or below the floor named, so the client really
+// lost an event; no watch of a known resource type is answered 404.
 //
 // "Quiet" assumes that a quiet client resumes before the hot resource has
 // written a whole log after its quiet resource's next event. At make test's
@@ -19,11 +22,11 @@
 // resume can take longer than the 1 MiB log lasts (about 2 s of this
 // writer), and then the quiet resource's own event is evicted and its 410s
 // are right. For that, WALWATCH_REFLECTOR_QUIET_410=witnessed (the soak,
-// tests/bench/reflector_soak.sh) checks the rule itself instead: a quiet
-// client's 410 Expired must be witnessed, some client having received an
-// event of its resource above the RV refused and at or below the floor
-// the 410 names. The summary also gives each kind of request's wait for
-// its response header (an initial state is read before its 200).
+// tests/bench/reflector_soak.sh) allows a quiet client the 410 Expired that
+// the WAL witnesses, and nothing else. The summary also counts the 410s
+// that a client-side witness accounts for (some client received the
+// event), and gives each kind of request's wait for its response header
+// (an initial state is read before its 200).
 //
 // Knobs: WALWATCH_REFLECTOR_SEED, WALWATCH_REFLECTOR_CLIENTS (default 48),
 // WALWATCH_REFLECTOR_SECONDS (writing time, default 30),
@@ -51,6 +54,7 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/model.h"
+#include "tests/integration/support/wal_witness.h"
 
 namespace walwatch::itest {
 namespace {
@@ -574,6 +578,8 @@ TEST_F(ReflectorTest, ReflectorsAgreeWithSqlUnderAHotResource) {
       for (int k = 0; k < 4; ++k) init.Step(kTypes[i], i == 0 ? 1500 : 100, 4);
     }
   }
+  // The WAL's own account of every event, to check each 410 Expired against.
+  WalWitness wal(Conninfo(), UniqueName("witness"));
   WalwatchOptions options = DefaultOptions();
   options.max_log_bytes = EnvString("WALWATCH_REFLECTOR_MAX_LOG", "1Mi");
   options.log_level = "info";
@@ -682,53 +688,62 @@ TEST_F(ReflectorTest, ReflectorsAgreeWithSqlUnderAHotResource) {
   EXPECT_GT(quiet.counts["uid-change"], 0u);
   EXPECT_GT(quiet.counts["cluster-removal"], 0u);
 
+  // Every 410 Expired must be witnessed by the WAL: a transaction that gave
+  // an event of the client's selection (its resource, in its cluster if it
+  // watches one) committed above the RV refused and at or below the floor
+  // named, so an event the client would still have received is gone. That
+  // is walwatch's 410 rule, checked against the database for every client.
+  //
   // Quiet resources. By default none of their clients may get a 410 at
   // all (see the top: at make test's size their events outlast every
   // resume). WALWATCH_REFLECTOR_QUIET_410=witnessed (the soak, where that
-  // premise fails on 2 cores) allows a quiet client a 410 Expired that is
-  // witnessed: some client received a live event of its resource (in its
-  // cluster, if it watches one) above the RV refused and at or below the
-  // floor named, so an event it would have received existed there, and
-  // walwatch says it is gone. Any other 410 to a quiet client fails.
+  // premise fails on 2 cores) allows them the 410 Expired the WAL
+  // witnesses; any other 410 to a quiet client fails. The summary also
+  // counts the 410s a client-side witness accounts for (some client
+  // received the event), which cannot see an event evicted before anyone
+  // read it.
+  wal.CatchUp();
   const bool witnessed_ok = EnvString("WALWATCH_REFLECTOR_QUIET_410", "none") == "witnessed";
-  int quiet_410 = 0, quiet_witnessed = 0;
-  size_t hot_expiries = 0, hot_witnessed = 0;
+  int quiet_410 = 0, quiet_wal = 0, quiet_seen = 0;
+  size_t hot_expiries = 0, hot_wal = 0, hot_seen = 0;
   for (auto& c : clients) {
     std::lock_guard<std::mutex> lock(c->mu);
     SCOPED_TRACE(c->Describe());
     for (const auto& f : c->failures) ADD_FAILURE() << f;
-    int witnessed = 0;
-    std::string unwitnessed;  // the first 410 Expired no event accounts for
+    int by_wal = 0, by_clients = 0;
     for (const auto& [r, f] : c->expiries) {
-      if (counts.Witnessed(c->filter.resource.resource, c->filter.cluster, r, f)) {
-        ++witnessed;
-      } else if (unwitnessed.empty()) {
-        unwitnessed = "RV " + std::to_string(r) + " floor " + std::to_string(f);
+      if (counts.Witnessed(c->filter.resource.resource, c->filter.cluster, r, f)) ++by_clients;
+      if (wal.Witnessed(c->filter.resource.resource, c->filter.cluster, r, f)) {
+        ++by_wal;
+      } else {
+        ADD_FAILURE() << "410 Expired for RV " << r << " (floor " << f
+                      << "), but the WAL holds no event of this selection in (" << r << ", "
+                      << f << "]: the watch lost nothing";
       }
     }
+    int total = 0;
+    std::string causes;
+    for (const auto& [cause, n] : c->causes) {
+      total += n;
+      causes += " " + cause + "=" + std::to_string(n);
+    }
     if (c->quiet) {
-      int total = 0;
-      std::string causes;
-      for (const auto& [cause, n] : c->causes) {
-        total += n;
-        causes += " " + cause + "=" + std::to_string(n);
-        if (!witnessed_ok) {
-          ADD_FAILURE() << n << " x 410 (" << cause
-                        << ") for a quiet resource, whose events should outlast its resumes; first: "
-                        << (c->too_old_seen.empty() ? "" : c->too_old_seen.front());
-        }
-      }
       quiet_410 += total;
-      quiet_witnessed += witnessed;
-      if (witnessed_ok && total > witnessed) {
-        ADD_FAILURE() << total - witnessed << " of " << total << " x 410 (" << causes
-                      << ") for a quiet resource not witnessed: no client saw an event of "
-                         "it between the RV refused and the floor named; first: "
-                      << (unwitnessed.empty() ? "(a 410 other than Expired)" : unwitnessed);
+      quiet_wal += by_wal;
+      quiet_seen += by_clients;
+      if (!witnessed_ok && total > 0) {
+        ADD_FAILURE() << total << " x 410 (" << causes
+                      << ") for a quiet resource, whose events should outlast its resumes; first: "
+                      << (c->too_old_seen.empty() ? "" : c->too_old_seen.front());
+      }
+      if (witnessed_ok && total > static_cast<int>(c->expiries.size())) {
+        ADD_FAILURE() << total - c->expiries.size() << " of " << total << " x 410 (" << causes
+                      << ") for a quiet resource are not an Expired naming a floor";
       }
     } else {
       hot_expiries += c->expiries.size();
-      hot_witnessed += witnessed;
+      hot_wal += by_wal;
+      hot_seen += by_clients;
     }
     if (std::find(behind.begin(), behind.end(), c.get()) != behind.end()) {
       ADD_FAILURE() << "did not catch up to RV " << final_rv << " (at " << c->last_rv
@@ -738,11 +753,14 @@ TEST_F(ReflectorTest, ReflectorsAgreeWithSqlUnderAHotResource) {
     ModelState expected = QueryModelState(db(), c->filter);
     EXPECT_TRUE(CompareModelStates(expected, c->state));
   }
-  std::cout << "[REFLECTOR] 410s to clients of quiet resources: " << quiet_410 << ", of them "
-            << quiet_witnessed << " witnessed (an event of the resource seen in (RV, floor]; rule: "
-            << (witnessed_ok ? "witnessed ones allowed" : "none allowed")
-            << "); hot resource's 410 Expired witnessed: " << hot_witnessed << " of "
-            << hot_expiries << std::endl;
+  std::cout << "[REFLECTOR] WAL witness: " << wal.transactions()
+            << " transactions that gave events\n"
+            << "[REFLECTOR] 410s to clients of quiet resources: " << quiet_410 << ", of them "
+            << quiet_wal << " witnessed by the WAL (an event of the selection committed in (RV, "
+            << "floor]; rule: " << (witnessed_ok ? "witnessed ones allowed" : "none allowed")
+            << "), " << quiet_seen << " by an event some client received; hot resource's 410 "
+            << "Expired: " << hot_expiries << ", " << hot_wal << " witnessed by the WAL, "
+            << hot_seen << " by clients" << std::endl;
   for (const auto& [mode, waits] : counts.header_waits) {
     std::cout << "[REFLECTOR] response header wait, " << mode << ": "
               << Distribution(waits, 20) << std::endl;

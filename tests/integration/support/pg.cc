@@ -177,14 +177,15 @@ CommitObserver::CommitObserver(PgConnection* conn, std::string slot)
                {slot_});
 }
 
-void CommitObserver::Poll() {
+size_t CommitObserver::Poll(size_t max_changes) {
   auto rows = conn_->Query(
-      "SELECT data FROM pg_logical_slot_get_changes($1, NULL, NULL, "
+      "SELECT data FROM pg_logical_slot_get_changes($1, NULL, NULLIF($2::int, 0), "
       "'format-version', '2', 'include-xids', '1', 'include-lsn', '1', "
       "'include-timestamp', '0', 'add-tables', 'public.resources')",
-      {slot_});
+      {slot_, std::to_string(max_changes)});
   for (const auto& row : rows) {
     if (!row[0]) continue;
+    if (handler_) handler_(*row[0]);
     auto change = nlohmann::json::parse(*row[0]);
     std::string action = change.value("action", "");
     uint32_t xid = change.value("xid", 0u);
@@ -201,6 +202,7 @@ void CommitObserver::Poll() {
       }
     }
   }
+  return rows.size();
 }
 
 size_t CommitObserver::IndexOf(uint64_t xid) {

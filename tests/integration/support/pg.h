@@ -98,8 +98,15 @@ class CommitObserver {
     uint32_t xid;
     uint64_t lsn;  // start of the commit record: walwatch's commit LSN
   };
-  // Consumes what the slot has decoded so far.
-  void Poll();
+  // Consumes what the slot has decoded so far; with `max_changes`, at most
+  // about that many records (whole transactions: PostgreSQL stops at a
+  // commit past the limit). Returns the number of records consumed.
+  size_t Poll(size_t max_changes = 0);
+  // Called with every record Poll consumes (wal2json format-version 2, one
+  // JSON object), in order, before Poll's own bookkeeping of it.
+  void SetRecordHandler(std::function<void(const std::string& record)> handler) {
+    handler_ = std::move(handler);
+  }
   // Commit LSN of transaction `xid` (only its low 32 bits count); polls
   // first if needed. Throws if the transaction has not been decoded.
   uint64_t CommitLsn(uint64_t xid);
@@ -118,6 +125,7 @@ class CommitObserver {
   std::vector<Commit> commits_;
   std::map<uint32_t, size_t> changes_;
   std::map<uint32_t, std::vector<bool>> update_has_object_;
+  std::function<void(const std::string&)> handler_;
 };
 
 // Fixture: a fresh database per test, named after the test, with
