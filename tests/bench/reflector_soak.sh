@@ -4,11 +4,12 @@
 # clients written like client-go's reflector (list, watch with bookmarks and
 # timeoutSeconds, resume, relist on 410) over a Clusterpedia-shaped mix, for
 # SOAK_REFLECTOR_SECONDS (300) of writes. It passes when every client's state
-# equals SQL, no object version shares an RV, and every 410 to a client of a
-# quiet resource is witnessed: some client received an event of that
-# resource (in its cluster, if it watches one) above the RV refused and at or
-# below the floor the 410 names, so an event the client would have received
-# had been evicted. At this width on 2 cores a resume can take longer than a
+# equals SQL, no object version shares an RV, every 410 Expired is
+# witnessed by the WAL (a wal2json slot of the test's own shows a
+# transaction that gave an event of the client's selection above the RV
+# refused and at or below the floor the 410 names, so the client really
+# lost an event), and a client of a quiet resource gets no 410 but such
+# witnessed ones. At this width on 2 cores a resume can take longer than a
 # 1 MiB log lasts, so a quiet resource's own events are evicted too and its
 # 410s are right; SOAK_REFLECTOR_QUIET_410=none restores make test's stricter
 # rule (no quiet 410 at all). The report (its [REFLECTOR] lines, with each

@@ -33,8 +33,9 @@
 // WALWATCH_REFLECTOR_CATCHUP_SECONDS (the bound on every client reaching the
 // last write's RV after the writers stop, default 300; the test waits for
 // the condition, not for this long), WALWATCH_REFLECTOR_MAX_LOG (walwatch's
-// --max-log-bytes, default 1Mi), WALWATCH_REFLECTOR_QUIET_410 ("none" or
-// "witnessed", above). `make soak` runs it long and wide
+// --max-log-bytes, default 1Mi), WALWATCH_REFLECTOR_HOT_PAD (bytes of
+// padding in each pod, default 1500: larger pods turn the log over faster),
+// WALWATCH_REFLECTOR_QUIET_410 ("none" or "witnessed", above). `make soak` runs it long and wide
 // (tests/bench/reflector_soak.sh).
 #include <algorithm>
 #include <atomic>
@@ -619,9 +620,10 @@ TEST_F(ReflectorTest, ReflectorsAgreeWithSqlUnderAHotResource) {
   Writer hot(Conninfo(), seed + 1), quiet(Conninfo(), seed + 2);
   const auto begin = Clock::now();
   const auto writers_stop = begin + seconds(secs);
+  const size_t hot_pad = static_cast<size_t>(EnvInt("WALWATCH_REFLECTOR_HOT_PAD", 1500));
   std::thread hot_thread([&] {
     while (!stop_writers) {
-      hot.Step(kTypes[0], 1500, 40);
+      hot.Step(kTypes[0], hot_pad, 40);
       std::this_thread::sleep_for(milliseconds(3));
     }
   });
