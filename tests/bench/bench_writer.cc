@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
@@ -295,54 +296,32 @@ void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
   result->last_seq = seq;
 }
 
-[[noreturn]] void Usage(const char* message) {
-  if (message) std::fprintf(stderr, "bench_writer: %s\n", message);
-  std::fprintf(stderr,
-               "usage: bench_writer --conninfo STR [--setup] [--mode one|spread] "
-               "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
-               "--count N] [--writers W] [--out FILE]\n");
-  std::exit(2);
-}
+constexpr char kUsage[] =
+    "usage: bench_writer --conninfo STR [--setup] [--mode one|spread] "
+    "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
+    "--count N] [--writers W] [--out FILE]";
+const walwatch::bench::Flags kFlags("bench_writer", kUsage);
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--conninfo") {
-      o.conninfo = value();
-    } else if (a == "--setup") {
-      o.setup = true;
-    } else if (a == "--mode") {
-      o.mode = value();
-    } else if (a == "--objects") {
-      o.objects = std::atoi(value().c_str());
-    } else if (a == "--object-bytes") {
-      o.object_bytes = std::atoi(value().c_str());
-    } else if (a == "--rate") {
-      o.rate = std::atof(value().c_str());
-    } else if (a == "--duration") {
-      o.duration_s = std::atof(value().c_str());
-    } else if (a == "--count") {
-      o.count = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--writers") {
-      o.writers = std::atoi(value().c_str());
-    } else if (a == "--out") {
-      o.out = value();
-    } else {
-      Usage(("unknown argument " + a).c_str());
-    }
-  }
-  if (o.conninfo.empty()) Usage("--conninfo is required");
-  if (o.mode != "one" && o.mode != "spread") Usage("--mode: one or spread");
+  kFlags.Parse(argc, argv,
+               {{"--conninfo", &o.conninfo},
+                {"--setup", &o.setup},
+                {"--mode", &o.mode},
+                {"--objects", &o.objects},
+                {"--object-bytes", &o.object_bytes},
+                {"--rate", &o.rate},
+                {"--duration", &o.duration_s},
+                {"--count", &o.count},
+                {"--writers", &o.writers},
+                {"--out", &o.out}});
+  if (o.conninfo.empty()) kFlags.Usage("--conninfo is required");
+  if (o.mode != "one" && o.mode != "spread") kFlags.Usage("--mode: one or spread");
   if (o.objects <= 0) o.objects = o.mode == "one" ? 100 : 4;
-  if (o.writers < 1 || o.writers > 64) Usage("--writers: 1 to 64");
-  if (o.rate < 0) Usage("--rate must be >= 0");
+  if (o.writers < 1 || o.writers > 64) kFlags.Usage("--writers: 1 to 64");
+  if (o.rate < 0) kFlags.Usage("--rate must be >= 0");
   if (!o.setup && o.duration_s <= 0 && o.count == 0) {
-    Usage("--duration or --count is required");
+    kFlags.Usage("--duration or --count is required");
   }
   return o;
 }

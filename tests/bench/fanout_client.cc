@@ -67,6 +67,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_args.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
@@ -302,58 +303,37 @@ struct Options {
   double connect_timeout_s = 120;
 };
 
-[[noreturn]] void Usage(const char* message) {
-  if (message) std::fprintf(stderr, "fanout_client: %s\n", message);
-  std::fprintf(stderr,
-               "usage: fanout_client --socket PATH (--path P | --paths-file F) "
-               "--watchers N [--ready-file F] [--done-file F] [--check-seq] "
-               "[--duration S] [--report-every S] [--quiet-ms MS] "
-               "[--drain-timeout S] [--connect-timeout S]\n");
-  std::exit(2);
-}
+const walwatch::bench::Flags kFlags(
+    "fanout_client",
+    "usage: fanout_client --socket PATH (--path P | --paths-file F) "
+    "--watchers N [--ready-file F] [--done-file F] [--check-seq] "
+    "[--duration S] [--report-every S] [--quiet-ms MS] "
+    "[--drain-timeout S] [--connect-timeout S]");
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--socket") {
-      o.socket = value();
-    } else if (a == "--path") {
-      o.paths.push_back(value());
-    } else if (a == "--paths-file") {
-      std::ifstream in(value());
-      if (!in) Usage("cannot read --paths-file");
-      for (std::string line; std::getline(in, line);) {
-        if (!line.empty()) o.paths.push_back(line);
-      }
-    } else if (a == "--watchers") {
-      o.watchers = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--ready-file") {
-      o.ready_file = value();
-    } else if (a == "--done-file") {
-      o.done_file = value();
-    } else if (a == "--check-seq") {
-      o.check_seq = true;
-    } else if (a == "--duration") {
-      o.duration_s = std::atof(value().c_str());
-    } else if (a == "--report-every") {
-      o.report_every_s = std::atof(value().c_str());
-    } else if (a == "--quiet-ms") {
-      o.quiet_ms = std::atoi(value().c_str());
-    } else if (a == "--drain-timeout") {
-      o.drain_timeout_s = std::atof(value().c_str());
-    } else if (a == "--connect-timeout") {
-      o.connect_timeout_s = std::atof(value().c_str());
-    } else {
-      Usage(("unknown argument " + a).c_str());
+  auto paths_file = [&o](const std::string& file) {
+    std::ifstream in(file);
+    if (!in) kFlags.Usage("cannot read --paths-file");
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) o.paths.push_back(line);
     }
-  }
+  };
+  kFlags.Parse(argc, argv,
+               {{"--socket", &o.socket},
+                {"--path", [&o](const std::string& p) { o.paths.push_back(p); }},
+                {"--paths-file", paths_file},
+                {"--watchers", &o.watchers},
+                {"--ready-file", &o.ready_file},
+                {"--done-file", &o.done_file},
+                {"--check-seq", &o.check_seq},
+                {"--duration", &o.duration_s},
+                {"--report-every", &o.report_every_s},
+                {"--quiet-ms", &o.quiet_ms},
+                {"--drain-timeout", &o.drain_timeout_s},
+                {"--connect-timeout", &o.connect_timeout_s}});
   if (o.socket.empty() || o.paths.empty() || o.watchers == 0) {
-    Usage("--socket, a path and --watchers are required");
+    kFlags.Usage("--socket, a path and --watchers are required");
   }
   return o;
 }
