@@ -58,9 +58,12 @@
 
 #include "base64.h"            // same directory
 #include "bench_args.h"        // same directory
+#include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
+
+using walwatch::bench::RealtimeNanos;
 
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
@@ -72,12 +75,6 @@ extern "C" void OnSignal(int) { g_stop.store(true); }
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "bench_writer: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 struct Options {

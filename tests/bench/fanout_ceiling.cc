@@ -70,21 +70,18 @@
 #include <thread>
 #include <vector>
 
-#include "bench_args.h"  // same directory
+#include "bench_args.h"        // same directory
+#include "bench_util.h"  // same directory
 
 namespace {
+
+using walwatch::bench::RealtimeNanos;
 
 namespace http = boost::beast::http;
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "fanout_ceiling: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 void SleepUntil(int64_t realtime_ns) {

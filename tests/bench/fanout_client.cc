@@ -72,9 +72,13 @@
 
 #include "base64.h"            // same directory
 #include "bench_args.h"        // same directory
+#include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
+
+using walwatch::bench::ReadFinalSeqs;
+using walwatch::bench::RealtimeNanos;
 
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
@@ -87,12 +91,6 @@ extern "C" void OnSignal(int) { g_stop = 1; }
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "fanout_client: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 double MonotonicSeconds() {
@@ -397,22 +395,6 @@ Options Parse(int argc, char** argv) {
     kFlags.Usage("--socket or --etcd, a path and --watchers are required");
   }
   return o;
-}
-
-// bench_writer's --out: last_seq_W=N lines. Empty until the file exists.
-std::vector<uint64_t> ReadFinalSeqs(const std::string& file, bool* present) {
-  std::vector<uint64_t> seqs;
-  std::ifstream in(file);
-  *present = static_cast<bool>(in);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("last_seq_", 0) != 0) continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    size_t w = std::strtoull(line.c_str() + 9, nullptr, 10);
-    if (seqs.size() <= w) seqs.resize(w + 1, 0);
-    seqs[w] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
-  }
-  return seqs;
 }
 
 void RaiseFdLimit(size_t need) {

@@ -50,9 +50,13 @@
 #include <vector>
 
 #include "bench_args.h"        // same directory
+#include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
+
+using walwatch::bench::ReadFinalSeqs;
+using walwatch::bench::RealtimeNanos;
 
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
@@ -62,12 +66,6 @@ using Clock = std::chrono::steady_clock;
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "poll_client: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 struct Options {
@@ -214,20 +212,6 @@ double BackendsCpuSeconds(const std::vector<std::unique_ptr<Poller>>& pollers) {
     if (fields.size() > 12) ticks += std::atof(fields[11].c_str()) + std::atof(fields[12].c_str());
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// bench_writer's --out: last_seq_W=N per writer; empty until it exists.
-std::vector<uint64_t> ReadFinalSeqs(const std::string& file, bool* present) {
-  std::vector<uint64_t> seqs;
-  std::ifstream in(file);
-  *present = static_cast<bool>(in);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("last_seq_", 0) != 0) continue;
-    size_t w = std::strtoull(line.c_str() + 9, nullptr, 10);
-    if (seqs.size() <= w) seqs.resize(w + 1, 0);
-    seqs[w] = std::strtoull(line.c_str() + line.find('=') + 1, nullptr, 10);
-  }
-  return seqs;
 }
 
 }  // namespace
