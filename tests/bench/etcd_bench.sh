@@ -58,8 +58,11 @@ ETCD=127.0.0.1:$ETCD_PORT
 ETCD_PID=$!
 # shellcheck disable=SC2317  # called from the EXIT trap
 etcd_cleanup() {
+  local rc=$?
+  set +e
   kill -TERM "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID" 2>/dev/null
   rm -rf -- "$ETCD_DIR"
+  (exit "$rc")  # bench_cleanup exits with the status it finds
   bench_cleanup
 }
 trap etcd_cleanup EXIT
