@@ -61,7 +61,7 @@ if [[ -s "$IN/fanout.txt" ]]; then
     sep=", "
   done
   plot latency_watchers <<GP
-set title "Commit → client latency against watchers (one resource, ~1 KB objects)"
+set title "Commit → client latency against watchers (one resource, objects of about 1 KB)"
 set xlabel "watchers (one connection each)"; set ylabel "commit → client latency, ms"
 set logscale xy; set xrange [0.7:8000]
 set arrow from 0.7,50 to 8000,50 nohead dt 3 lw 2 lc rgb "red"
@@ -75,7 +75,7 @@ GP
     sep=", "
   done
   plot latency_rate <<GP
-set title "Commit → client latency against the write rate (one resource, ~1 KB objects)"
+set title "Commit → client latency against the write rate (one resource, objects of about 1 KB)"
 set xlabel "commits/s (one-row UPDATEs)"; set ylabel "commit → client latency, ms"
 set logscale xy
 plot $cmds
@@ -104,7 +104,7 @@ fi
 if [[ -s "$IN/drain.txt" ]]; then
   awk '$1 == "size" { split($3, r, "="); split($4, w, "="); print $2, r[2], w[2] }' "$IN/drain.txt" | sort -n >"$TMP/drain"
   plot drain <<GP
-set title "Backlog drain: ~3.5 KB Pods, one row per transaction"
+set title "Backlog drain: Pods of about 3.5 KB, one row per transaction"
 set xlabel "backlog, rows"; set ylabel "time to drain, s"
 set yrange [0:*]; set xrange [0:*]
 plot '$TMP/drain' using 1:3 with linespoints lw 2 title 'walwatch → one watcher (from its start)', '$TMP/drain' using 1:2 with linespoints lw 2 dt 2 title 'pg\\_recvlogical → /dev/null'
@@ -115,7 +115,7 @@ GP
     plot replicas <<GP
 set title "One primary, k walwatch replicas (a slot each) draining $rows rows at once"
 set xlabel "replicas"; set ylabel "drain time, s"; set y2label "primary CPU per replica, s"
-set logscale x 2; set xtics (1, 2, 4, 8, 16); set yrange [0:*]; set y2range [0:*]; set ytics nomirror; set y2tics
+set logscale x 2; set xrange [0.8:10]; set xtics (1, 2, 4, 8); set yrange [0:*]; set y2range [0:*]; set ytics nomirror; set y2tics
 plot '$TMP/rep' using 1:2 with linespoints lw 2 title 'drain time (all replicas)', '$TMP/rep' using 1:3 axes x1y2 with linespoints lw 2 dt 2 title 'primary CPU per replica'
 GP
   fi
