@@ -5,6 +5,9 @@
 #   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
 #   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
+#   make bench  benchmarks with their peers (pg_recvlogical, etcd, polling) in one
+#               run, sized for 30 minutes on 2 cores: rewrites BENCHMARKS.md and
+#               tests/bench/plots/, appends to tests/bench/HISTORY.md (tests/bench/run-bench.sh)
 #   make soak   1,000 watchers, steady writes, SOAK_MINUTES=10; RSS and fds must stay flat (tests/bench/soak.sh);
 #               then 2,000 reflector clients for 5 min (tests/bench/reflector_soak.sh)
 BUILD_DIR ?= build
@@ -34,7 +37,7 @@ bench:
 
 # Not in CI: 1,000 watchers for SOAK_MINUTES (10), then 2,000 reflector-like
 # clients for 5 minutes of Clusterpedia-shaped writes; both append to
-# BENCHMARKS.md.
+# tests/bench/HISTORY.md.
 soak:
 	tests/bench/soak.sh; a=$$?; tests/bench/reflector_soak.sh; b=$$?; exit $$((a || b))
 

@@ -183,3 +183,23 @@ wait_for_file() {
   done
   return 1
 }
+
+# CPU ticks of a list of processes (pids as words; gone ones count 0).
+pids_cpu_ticks() {
+  local pid sum=0
+  for pid in "$@"; do sum=$((sum + $(cpu_ticks "$pid"))); done
+  echo "$sum"
+}
+# CPU ticks of the sandbox's whole PostgreSQL: the postmaster, its live
+# children, and (cutime + cstime) the children that have exited, such as
+# the backends of connections closed meanwhile.
+pg_cpu_ticks() {
+  local pm
+  pm=$(head -n 1 "$DIR/pg/data/postmaster.pid")
+  # shellcheck disable=SC2046  # a list of pids
+  echo $(($(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat") + $(pids_cpu_ticks $(pgrep -P "$pm"))))
+}
+# The pid of the walsender serving a slot.
+walsender_pid() {
+  psql -X -qAt -c "SELECT active_pid FROM pg_replication_slots WHERE slot_name = '$1'"
+}

@@ -34,7 +34,12 @@
 //
 // Only libpq; Boost.Histogram for the round-trip percentiles.
 
+#include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -51,9 +56,14 @@
 #include <thread>
 #include <vector>
 
+#include "base64.h"            // same directory
+#include "bench_args.h"        // same directory
+#include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
+
+using walwatch::bench::RealtimeNanos;
 
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
@@ -67,12 +77,6 @@ extern "C" void OnSignal(int) { g_stop.store(true); }
   std::exit(1);
 }
 
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 struct Options {
   std::string conninfo;
   bool setup = false;
@@ -84,15 +88,34 @@ struct Options {
   uint64_t count = 0;
   int writers = 1;
   std::string out;
+  std::string etcd;  // HOST:PORT: write to etcd instead of PostgreSQL
 };
 
 // One row the run updates.
 struct Target {
   std::string group, resource, kind, api_version, ns, name, uid, shard;
+  std::string cluster = "c1";
 };
 
-std::vector<Target> Targets(const Options& o) {
+// The rows, and the order the writes go through them (indexes into
+// targets; the writers take turns along it).
+struct Workload {
   std::vector<Target> targets;
+  std::vector<size_t> order;
+};
+
+Target Widget(int resource, const std::string& cluster, const std::string& ns,
+              int i) {
+  char name_of_resource[16], name[32];
+  std::snprintf(name_of_resource, sizeof name_of_resource, "widgets%02d", resource);
+  std::snprintf(name, sizeof name, "widget-%05d", i);
+  return {"bench.walwatch.io", name_of_resource, "Widget", "bench.walwatch.io/v1",
+          ns, name, "", "s" + std::to_string(i % 4), cluster};
+}
+
+Workload MakeWorkload(const Options& o) {
+  Workload work;
+  std::vector<Target>& targets = work.targets;
   if (o.mode == "one") {
     for (int i = 0; i < o.objects; ++i) {
       char name[32];
@@ -100,21 +123,46 @@ std::vector<Target> Targets(const Options& o) {
       targets.push_back({"apps", "deployments", "Deployment", "apps/v1",
                          "bench", name, "", "s" + std::to_string(i % 4)});
     }
-  } else {
+  } else if (o.mode == "spread") {
     // Interleaved so that consecutive writes go to different resources.
     for (int i = 0; i < o.objects; ++i) {
       for (int ns = 0; ns < 10; ++ns) {
         for (int r = 0; r < 100; ++r) {
-          char resource[16], name[32];
-          std::snprintf(resource, sizeof resource, "widgets%02d", r);
-          std::snprintf(name, sizeof name, "widget-%05d", i);
-          targets.push_back({"bench.walwatch.io", resource, "Widget",
-                             "bench.walwatch.io/v1",
-                             "ns-" + std::to_string(ns), name, "",
-                             "s" + std::to_string(i % 4)});
+          targets.push_back(Widget(r, "c1", "ns-" + std::to_string(ns), i));
         }
       }
     }
+  } else {
+    // mixed: Clusterpedia's shape. 4 clusters c1..c4; one hot resource,
+    // pods (10 namespaces x N per cluster), which every other write
+    // updates; 99 quiet ones, widgets00..98 (5 namespaces x N per cluster),
+    // which the rest go round-robin over.
+    std::vector<size_t> pods, widgets;
+    for (int i = 0; i < o.objects; ++i) {
+      for (int c = 1; c <= 4; ++c) {
+        const std::string cluster = "c" + std::to_string(c);
+        for (int ns = 0; ns < 10; ++ns) {
+          char name[32];
+          std::snprintf(name, sizeof name, "pod-%05d", i);
+          pods.push_back(targets.size());
+          targets.push_back({"", "pods", "Pod", "v1", "ns-" + std::to_string(ns),
+                             name, "", "s" + std::to_string(i % 4), cluster});
+        }
+        for (int ns = 0; ns < 5; ++ns) {
+          for (int r = 0; r < 99; ++r) {
+            widgets.push_back(targets.size());
+            targets.push_back(Widget(r, cluster, "ns-" + std::to_string(ns), i));
+          }
+        }
+      }
+    }
+    for (size_t k = 0; k < widgets.size(); ++k) {
+      work.order.push_back(pods[k % pods.size()]);
+      work.order.push_back(widgets[k]);
+    }
+  }
+  if (work.order.empty()) {
+    for (size_t i = 0; i < targets.size(); ++i) work.order.push_back(i);
   }
   std::mt19937_64 rng(42);
   for (Target& t : targets) {
@@ -128,7 +176,7 @@ std::vector<Target> Targets(const Options& o) {
                   static_cast<unsigned long long>(b & 0xffffffffffffULL));
     t.uid = uid;
   }
-  return targets;
+  return work;
 }
 
 // A Kubernetes-like object of about `bytes` bytes of JSON text.
@@ -144,8 +192,9 @@ std::string ObjectJson(const Target& t, const std::string& stamp,
        ",\"creationTimestamp\":\"2026-12-02T13:21:36Z\",\"labels\":{\"app\":"
        "\"bench\",\"shard\":\"" +
        t.shard +
-       "\"},\"annotations\":{\"shadow.clusterpedia.io/cluster-name\":\"c1\","
-       "\"bench.walwatch.io/stamp\":\"" +
+       "\"},\"annotations\":{\"shadow.clusterpedia.io/cluster-name\":\"" +
+       t.cluster +
+       "\",\"bench.walwatch.io/stamp\":\"" +
        stamp +
        "\"}},\"spec\":{\"replicas\":3,\"selector\":{\"matchLabels\":{\"app\":"
        "\"bench\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"bench\"}}"
@@ -195,40 +244,146 @@ struct PgConn {
 constexpr char kInsert[] =
     "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
     "namespace, name, owner_uid, uid, resource_version, object, created_at, "
-    "synced_at) VALUES ($1, 'v1', $2, $3, 'c1', $4, $5, '', $6, '0', "
+    "synced_at) VALUES ($1, 'v1', $2, $3, $8, $4, $5, '', $6, '0', "
     "$7::jsonb, now(), now()) ON CONFLICT (\"group\", version, resource, "
     "cluster, namespace, name) DO UPDATE SET object = EXCLUDED.object";
 
 // GORM's UPDATE of a MODIFIED, trimmed to what changes here.
 constexpr char kUpdate[] =
     "UPDATE resources SET object = $1::jsonb, resource_version = $2, "
-    "synced_at = now() WHERE cluster = 'c1' AND \"group\" = $3 AND name = $4 "
+    "synced_at = now() WHERE cluster = $7 AND \"group\" = $3 AND name = $4 "
     "AND namespace = $5 AND resource = $6 AND version = 'v1'";
 
-void Setup(const Options& o, const std::vector<Target>& targets) {
-  PgConn db(o.conninfo);
-  db.Exec("BEGIN");
-  std::unique_ptr<PGresult, decltype(&PQclear)> prep(
-      PQprepare(db.conn, "ins", kInsert, 0, nullptr), &PQclear);
-  if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) {
-    Die(std::string("prepare: ") + PQerrorMessage(db.conn));
-  }
-  std::string padding = Padding(o.object_bytes, 1);
-  for (const Target& t : targets) {
-    std::string object = ObjectJson(t, "0:0:0", 1, padding);
-    const char* params[] = {t.group.c_str(), t.resource.c_str(),
-                            t.kind.c_str(),  t.ns.c_str(),
-                            t.name.c_str(),  t.uid.c_str(),
-                            object.c_str()};
-    std::unique_ptr<PGresult, decltype(&PQclear)> r(
-        PQexecPrepared(db.conn, "ins", 7, params, nullptr, nullptr, 0),
+// Where the objects go: Clusterpedia's table, or etcd's keys.
+class Store {
+ public:
+  virtual ~Store() = default;
+  // --setup's write of an object (an upsert), or a run's (an update).
+  virtual void Put(const Target& t, const std::string& object,
+                   const std::string& rv) = 0;
+  virtual void Done() {}
+};
+
+class PgStore : public Store {
+ public:
+  PgStore(const std::string& conninfo, bool setup) : db_(conninfo), setup_(setup) {
+    if (setup_) db_.Exec("BEGIN");
+    std::unique_ptr<PGresult, decltype(&PQclear)> prep(
+        PQprepare(db_.conn, "put", setup_ ? kInsert : kUpdate, 0, nullptr),
         &PQclear);
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-      Die(std::string("insert: ") + PQerrorMessage(db.conn));
+    if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) {
+      Die(std::string("prepare: ") + PQerrorMessage(db_.conn));
     }
   }
-  db.Exec("COMMIT");
-  std::printf("setup_rows=%zu\n", targets.size());
+  void Put(const Target& t, const std::string& object,
+           const std::string& rv) override {
+    const char* ins[] = {t.group.c_str(), t.resource.c_str(), t.kind.c_str(),
+                         t.ns.c_str(),    t.name.c_str(),     t.uid.c_str(),
+                         object.c_str(),  t.cluster.c_str()};
+    const char* upd[] = {object.c_str(), rv.c_str(),        t.group.c_str(),
+                         t.name.c_str(), t.ns.c_str(),      t.resource.c_str(),
+                         t.cluster.c_str()};
+    std::unique_ptr<PGresult, decltype(&PQclear)> r(
+        setup_ ? PQexecPrepared(db_.conn, "put", 8, ins, nullptr, nullptr, 0)
+               : PQexecPrepared(db_.conn, "put", 7, upd, nullptr, nullptr, 0),
+        &PQclear);
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      Die(std::string(setup_ ? "insert: " : "update: ") +
+          PQerrorMessage(db_.conn));
+    }
+    if (!setup_ && std::strcmp(PQcmdTuples(r.get()), "1") != 0) {
+      Die("update of " + t.resource + "/" + t.ns + "/" + t.name +
+          " changed no row: run --setup with the same --mode and --objects");
+    }
+  }
+  void Done() override {
+    if (setup_) db_.Exec("COMMIT");
+  }
+
+ private:
+  PgConn db_;
+  const bool setup_;
+};
+
+// etcd, through its JSON gateway (POST /v3/kv/put on one kept-alive HTTP/1.1
+// connection): the object under /registry/GROUP/RESOURCE/CLUSTER/NS/NAME,
+// as Kubernetes lays out its keys (the core group as "core").
+class EtcdStore : public Store {
+ public:
+  explicit EtcdStore(const std::string& host_port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    size_t colon = host_port.rfind(':');
+    if (colon == std::string::npos ||
+        inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      Die("--etcd: HOST:PORT with an IPv4 address, not " + host_port);
+    }
+    addr.sin_port = htons(static_cast<uint16_t>(std::atoi(host_port.c_str() + colon + 1)));
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      Die("cannot connect to etcd at " + host_port + ": " + std::strerror(errno));
+    }
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~EtcdStore() override { close(fd_); }
+
+  void Put(const Target& t, const std::string& object,
+           const std::string&) override {
+    std::string key = "/registry/" + (t.group.empty() ? "core" : t.group) + "/" +
+                      t.resource + "/" + t.cluster + "/" + t.ns + "/" + t.name;
+    std::string body = "{\"key\":\"" + walwatch::bench::EncodeBase64(key) +
+                       "\",\"value\":\"" + walwatch::bench::EncodeBase64(object) +
+                       "\"}";
+    std::string request =
+        "POST /v3/kv/put HTTP/1.1\r\nHost: localhost\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (size_t sent = 0; sent < request.size();) {
+      ssize_t n = write(fd_, request.data() + sent, request.size() - sent);
+      if (n <= 0) Die(std::string("etcd put: ") + std::strerror(errno));
+      sent += static_cast<size_t>(n);
+    }
+    // The answer: a header with Content-Length, then that many bytes.
+    size_t header_end, length = 0;
+    while ((header_end = in_.find("\r\n\r\n")) == std::string::npos) Read();
+    if (in_.compare(0, 12, "HTTP/1.1 200") != 0) {
+      Die("etcd put: " + in_.substr(0, in_.find('\r')));
+    }
+    size_t cl = in_.find("Content-Length: ");
+    if (cl == std::string::npos || cl > header_end) {
+      Die("etcd put: an answer without Content-Length");
+    }
+    length = std::strtoull(in_.c_str() + cl + 16, nullptr, 10);
+    while (in_.size() < header_end + 4 + length) Read();
+    in_.erase(0, header_end + 4 + length);
+  }
+
+ private:
+  void Read() {
+    char buf[4096];
+    ssize_t n = read(fd_, buf, sizeof buf);
+    if (n <= 0) Die("etcd put: the connection ended");
+    in_.append(buf, static_cast<size_t>(n));
+  }
+
+  int fd_;
+  std::string in_;
+};
+
+std::unique_ptr<Store> OpenStore(const Options& o, bool setup) {
+  if (!o.etcd.empty()) return std::make_unique<EtcdStore>(o.etcd);
+  return std::make_unique<PgStore>(o.conninfo, setup);
+}
+
+void Setup(const Options& o, const Workload& work) {
+  std::unique_ptr<Store> store = OpenStore(o, true);
+  std::string padding = Padding(o.object_bytes, 1);
+  for (const Target& t : work.targets) {
+    store->Put(t, ObjectJson(t, "0:0:0", 1, padding), "0");
+  }
+  store->Done();
+  std::printf("setup_rows=%zu\n", work.targets.size());
 }
 
 struct WriterResult {
@@ -238,15 +393,10 @@ struct WriterResult {
   LatencyHistogram hist = MakeHistogram();
 };
 
-void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
-               uint64_t count, std::chrono::steady_clock::time_point end,
+void RunWriter(const Options& o, const Workload& work, int w, uint64_t count,
+               std::chrono::steady_clock::time_point end,
                WriterResult* result) {
-  PgConn db(o.conninfo);
-  std::unique_ptr<PGresult, decltype(&PQclear)> prep(
-      PQprepare(db.conn, "upd", kUpdate, 0, nullptr), &PQclear);
-  if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) {
-    Die(std::string("prepare: ") + PQerrorMessage(db.conn));
-  }
+  std::unique_ptr<Store> store = OpenStore(o, false);
   std::string padding = Padding(o.object_bytes, 1);
   using Clock = std::chrono::steady_clock;
   const double per_thread = o.rate / o.writers;
@@ -255,7 +405,8 @@ void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
                            std::chrono::duration<double>(1.0 / per_thread))
                      : Clock::duration::zero();
   auto next = Clock::now();
-  size_t ti = static_cast<size_t>(w);
+  const size_t writes = work.order.size();
+  size_t ti = static_cast<size_t>(w) % writes;
   uint64_t seq = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (count ? seq >= count : Clock::now() >= end) break;
@@ -266,27 +417,14 @@ void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
       if (next < now - std::chrono::seconds(1)) next = now;
       next += period;
     }
-    const Target& t = targets[ti];
+    const Target& t = work.targets[work.order[ti]];
     ti += static_cast<size_t>(o.writers);
-    if (ti >= targets.size()) ti = static_cast<size_t>(w) % targets.size();
+    if (ti >= writes) ti = static_cast<size_t>(w) % writes;
     ++seq;
     int64_t stamp_ns = RealtimeNanos();
     std::string stamp = std::to_string(w) + ":" + std::to_string(seq) + ":" +
                         std::to_string(stamp_ns);
-    std::string object = ObjectJson(t, stamp, seq, padding);
-    std::string rv = std::to_string(seq);
-    const char* params[] = {object.c_str(), rv.c_str(), t.group.c_str(),
-                            t.name.c_str(), t.ns.c_str(), t.resource.c_str()};
-    std::unique_ptr<PGresult, decltype(&PQclear)> r(
-        PQexecPrepared(db.conn, "upd", 6, params, nullptr, nullptr, 0),
-        &PQclear);
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-      Die(std::string("update: ") + PQerrorMessage(db.conn));
-    }
-    if (std::strcmp(PQcmdTuples(r.get()), "1") != 0) {
-      Die("update of " + t.resource + "/" + t.ns + "/" + t.name +
-          " changed no row: run --setup with the same --mode and --objects");
-    }
+    store->Put(t, ObjectJson(t, stamp, seq, padding), std::to_string(seq));
     double us = (RealtimeNanos() - stamp_ns) / 1e3;
     result->hist(std::max(1.0, us));
     result->max_us = std::max(result->max_us, us);
@@ -295,54 +433,38 @@ void RunWriter(const Options& o, const std::vector<Target>& targets, int w,
   result->last_seq = seq;
 }
 
-[[noreturn]] void Usage(const char* message) {
-  if (message) std::fprintf(stderr, "bench_writer: %s\n", message);
-  std::fprintf(stderr,
-               "usage: bench_writer --conninfo STR [--setup] [--mode one|spread] "
-               "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
-               "--count N] [--writers W] [--out FILE]\n");
-  std::exit(2);
-}
+constexpr char kUsage[] =
+    "usage: bench_writer (--conninfo STR | --etcd HOST:PORT) [--setup] "
+    "[--mode one|spread|mixed] "
+    "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
+    "--count N] [--writers W] [--out FILE]";
+const walwatch::bench::Flags kFlags("bench_writer", kUsage);
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--conninfo") {
-      o.conninfo = value();
-    } else if (a == "--setup") {
-      o.setup = true;
-    } else if (a == "--mode") {
-      o.mode = value();
-    } else if (a == "--objects") {
-      o.objects = std::atoi(value().c_str());
-    } else if (a == "--object-bytes") {
-      o.object_bytes = std::atoi(value().c_str());
-    } else if (a == "--rate") {
-      o.rate = std::atof(value().c_str());
-    } else if (a == "--duration") {
-      o.duration_s = std::atof(value().c_str());
-    } else if (a == "--count") {
-      o.count = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--writers") {
-      o.writers = std::atoi(value().c_str());
-    } else if (a == "--out") {
-      o.out = value();
-    } else {
-      Usage(("unknown argument " + a).c_str());
-    }
+  kFlags.Parse(argc, argv,
+               {{"--conninfo", &o.conninfo},
+                {"--etcd", &o.etcd},
+                {"--setup", &o.setup},
+                {"--mode", &o.mode},
+                {"--objects", &o.objects},
+                {"--object-bytes", &o.object_bytes},
+                {"--rate", &o.rate},
+                {"--duration", &o.duration_s},
+                {"--count", &o.count},
+                {"--writers", &o.writers},
+                {"--out", &o.out}});
+  if (o.conninfo.empty() == o.etcd.empty()) {
+    kFlags.Usage("--conninfo or --etcd is required");
   }
-  if (o.conninfo.empty()) Usage("--conninfo is required");
-  if (o.mode != "one" && o.mode != "spread") Usage("--mode: one or spread");
-  if (o.objects <= 0) o.objects = o.mode == "one" ? 100 : 4;
-  if (o.writers < 1 || o.writers > 64) Usage("--writers: 1 to 64");
-  if (o.rate < 0) Usage("--rate must be >= 0");
+  if (o.mode != "one" && o.mode != "spread" && o.mode != "mixed") {
+    kFlags.Usage("--mode: one, spread or mixed");
+  }
+  if (o.objects <= 0) o.objects = o.mode == "one" ? 100 : o.mode == "spread" ? 4 : 2;
+  if (o.writers < 1 || o.writers > 64) kFlags.Usage("--writers: 1 to 64");
+  if (o.rate < 0) kFlags.Usage("--rate must be >= 0");
   if (!o.setup && o.duration_s <= 0 && o.count == 0) {
-    Usage("--duration or --count is required");
+    kFlags.Usage("--duration or --count is required");
   }
   return o;
 }
@@ -351,9 +473,9 @@ Options Parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   Options o = Parse(argc, argv);
-  std::vector<Target> targets = Targets(o);
+  const Workload work = MakeWorkload(o);
   if (o.setup) {
-    Setup(o, targets);
+    Setup(o, work);
     return 0;
   }
   struct sigaction sa {};
@@ -374,7 +496,7 @@ int main(int argc, char** argv) {
       count = o.count / o.writers + (static_cast<uint64_t>(w) < o.count % o.writers);
       if (count == 0) continue;
     }
-    threads.emplace_back(RunWriter, std::cref(o), std::cref(targets), w, count,
+    threads.emplace_back(RunWriter, std::cref(o), std::cref(work), w, count,
                          end, &results[static_cast<size_t>(w)]);
   }
   for (std::thread& t : threads) t.join();

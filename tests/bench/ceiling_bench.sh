@@ -24,7 +24,8 @@
 # BENCH_CEILING_SECONDS (5) per run, BENCH_CEILING_REPS (3) runs; medians are
 # reported, max of all runs. BENCH_CEILING_EVENT_BYTES (1265: the fan-out
 # benchmark's event lines of ~1 KB objects). BENCH_REPORT: also write the
-# Markdown section to this file. Binaries from WALWATCH_BIN's directory
+# Markdown section to this file. BENCH_OUT: its key=value lines per run.
+# Binaries from WALWATCH_BIN's directory
 # (default build-bench/).
 set -euo pipefail
 
@@ -177,3 +178,4 @@ report() {
 
 report | tee "$DIR/report.md"
 [[ -z "${BENCH_REPORT:-}" ]] || cp "$DIR/report.md" "$BENCH_REPORT"
+[[ -z "${BENCH_OUT:-}" ]] || cp "$RESULTS" "$BENCH_OUT"

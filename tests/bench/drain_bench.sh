@@ -28,12 +28,22 @@
 #   BENCH_TXN (single)       single: one row per transaction; batch: BENCH_BATCH
 #   BENCH_BATCH (1000)       rows per transaction when BENCH_TXN=batch
 #   BENCH_REPS (3)           repetitions (medians are reported)
+#   BENCH_DRAIN_SIZES        smaller backlogs, each drained once by both
+#                            (words, rows; e.g. "5000 10000"): drain time
+#                            against backlog size
+#   BENCH_DRAIN_REPLICAS     replica counts (e.g. "1 2 4 8"): that many
+#                            walwatch processes, each with its own slot,
+#                            drain one backlog of BENCH_DRAIN_REPLICA_ROWS
+#                            (BENCH_ROWS / 4) at once; the drain time and
+#                            the primary's CPU per replica
 #   BENCH_TIMEOUT (600)      seconds any one step may take
 #   WALWATCH_BIN             default build-bench/walwatch, else build/walwatch
 #   BENCH_WALWATCH_FLAGS     extra walwatch flags (words), e.g. "--http-threads 2"
 #   WATCH_COUNT_BIN          the watcher (tests/bench/watch_count.cc); default
 #                            watch_count next to WALWATCH_BIN
-#   BENCH_DRAIN_OUT          also write key=value results to this file
+#   BENCH_DRAIN_OUT          also write key=value results to this file, and
+#                            the sizes' and replicas' lines to the same name
+#                            ending in .txt
 #   BENCH_KEEP=1             keep the sandbox directory (logs) at the end
 #   BENCH_PERF_DIR           record a system-wide CPU profile of each drain
 #                            (perf record -a -g -e cpu-clock) into this
@@ -52,6 +62,9 @@ TXN=${BENCH_TXN:-single}
 BATCH=${BENCH_BATCH:-1000}
 REPS=${BENCH_REPS:-3}
 TIMEOUT=${BENCH_TIMEOUT:-600}
+SIZES=${BENCH_DRAIN_SIZES:-}
+REPLICAS=${BENCH_DRAIN_REPLICAS:-}
+REPLICA_ROWS=${BENCH_DRAIN_REPLICA_ROWS:-$((ROWS / 4))}
 if [[ -z "${WALWATCH_BIN:-}" ]]; then
   WALWATCH_BIN=$ROOT/build-bench/walwatch
   [[ -x "$WALWATCH_BIN" ]] || WALWATCH_BIN=$ROOT/build/walwatch
@@ -61,6 +74,10 @@ PG_BINDIR=${WALWATCH_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 PG_RECVLOGICAL=$PG_BINDIR/pg_recvlogical
 [[ -x "$PG_RECVLOGICAL" ]] || PG_RECVLOGICAL=$(command -v pg_recvlogical)
 
+# bench_lib.sh for pg_cpu_ticks and cpu_ticks; the functions below that
+# share a name with its own replace them.
+# shellcheck source=tests/bench/bench_lib.sh
+source tests/bench/bench_lib.sh
 say() { echo "drain_bench: $*" >&2; }
 die() { say "$*"; exit 1; }
 
@@ -225,9 +242,9 @@ SELECT jsonb_build_object(
 FROM (SELECT substr(md5(i::text), 1, 10) AS h) AS x
 $$;
 
-CREATE PROCEDURE bench_load(n int, batch int) LANGUAGE plpgsql AS $$
+CREATE PROCEDURE bench_load(first int, n int, batch int) LANGUAGE plpgsql AS $$
 BEGIN
-  FOR i IN 1..n LOOP
+  FOR i IN first..first + n - 1 LOOP
     INSERT INTO resources ("group", version, resource, kind, cluster,
                            namespace, name, owner_uid, uid, resource_version,
                            object, created_at, synced_at)
@@ -244,17 +261,35 @@ SQL
 
 OBJ_BYTES=$(psql_v -c "SELECT avg(length(bench_pod(i)::text))::int FROM generate_series(1, 200) AS i")
 
+slot() { psql_v -c "SELECT pg_create_logical_replication_slot('$1', 'wal2json')" >/dev/null; }
 # Fresh slots for every repetition, all created before the load.
 for ((r = 1; r <= REPS; r++)); do
-  psql_v -c "SELECT pg_create_logical_replication_slot('bench_recv_$r', 'wal2json')" \
-         -c "SELECT pg_create_logical_replication_slot('bench_ww_$r', 'wal2json')" >/dev/null
+  slot "bench_recv_$r"
+  slot "bench_ww_$r"
 done
 
 per_txn=1
 [[ "$TXN" == batch ]] && per_txn=$BATCH
+# The load comes in parts, so that a slot created between two parts sees
+# just the rows after it: the smaller backlogs of BENCH_DRAIN_SIZES and the
+# replicas' are the last rows of the one load.
+POINTS=$( (for n in $SIZES; do echo "$n"; done; [[ -z "$REPLICAS" ]] || echo "$REPLICA_ROWS") | sort -rnu)
 say "loading $ROWS Pods of ~$OBJ_BYTES bytes of jsonb, $per_txn row(s) per transaction ..."
+loaded=0
 t0=$(now_ns)
-timeout "$TIMEOUT" psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_load($ROWS, $per_txn)"
+for point in $POINTS; do
+  timeout "$TIMEOUT" psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_load($((loaded + 1)), $((ROWS - point - loaded)), $per_txn)"
+  loaded=$((ROWS - point))
+  for n in $SIZES; do
+    [[ "$n" != "$point" ]] || { slot "bench_recv_s$n"; slot "bench_ww_s$n"; }
+  done
+  if [[ "$point" == "$REPLICA_ROWS" ]]; then
+    for k in $REPLICAS; do
+      for ((j = 1; j <= k; j++)); do slot "bench_rep_${k}_$j"; done
+    done
+  fi
+done
+timeout "$TIMEOUT" psql -X -q -v ON_ERROR_STOP=1 -c "CALL bench_load($((loaded + 1)), $((ROWS - loaded)), $per_txn)"
 t1=$(now_ns)
 LOAD_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
 END_LSN=$(psql_v -c "SELECT pg_current_wal_lsn()")
@@ -267,7 +302,7 @@ WAL2JSON_OPTS=(-o format-version=2 -o include-xids=1 -o include-lsn=1
 
 # One pg_recvlogical drain; sets RECV_RPS.
 run_recvlogical() {
-  local r=$1 t0 t1
+  local r=$1 rows=${2:-$ROWS} t0 t1
   local pid rc=0
   perf_start "recvlogical.$r"
   t0=$(now_ns)
@@ -292,13 +327,13 @@ run_recvlogical() {
     die "pg_recvlogical failed (repetition $r)"
   fi
   perf_stop
-  RECV_RPS=$(awk -v n="$ROWS" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+  RECV_RPS=$(awk -v n="$rows" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
 }
 
 # One walwatch drain; sets WW_RPS (walwatch's start to the watcher's last
 # event) and WW_STREAM_RPS (first to last event).
 run_walwatch() {
-  local r=$1 floor sock t0 i out count tfirst tlast
+  local r=$1 rows=${2:-$ROWS} floor sock t0 i out count tfirst tlast
   floor=$(psql_v -c "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::numeric - 1
                      FROM pg_replication_slots WHERE slot_name = 'bench_ww_$r'")
   sock=$DIR/walwatch.$r.sock
@@ -317,18 +352,18 @@ run_walwatch() {
     sleep 0.01
   done
   [[ -S "$sock" ]] || die "walwatch did not create its socket"
-  if ! out=$("$WATCH_COUNT_BIN" --socket "$sock" --count "$ROWS" --timeout "$TIMEOUT" \
+  if ! out=$("$WATCH_COUNT_BIN" --socket "$sock" --count "$rows" --timeout "$TIMEOUT" \
       --path "/api/v1/pods?watch=1&resourceVersion=$floor"); then
     perf_stop
     tail -n 20 "$DIR/walwatch.$r.log" >&2
-    die "the watcher did not get $ROWS ADDED events (repetition $r)"
+    die "the watcher did not get $rows ADDED events (repetition $r)"
   fi
   perf_stop
   stop_walwatch
   read -r count tfirst tlast <<<"$out"
-  [[ "$count" == "$ROWS" ]] || die "the watcher got $count events, expected $ROWS (repetition $r)"
-  WW_RPS=$(awk -v n="$ROWS" -v ns=$((tlast - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
-  WW_STREAM_RPS=$(awk -v n="$ROWS" -v ns=$((tlast - tfirst)) 'BEGIN { printf "%.0f", (n - 1) / (ns / 1e9) }')
+  [[ "$count" == "$rows" ]] || die "the watcher got $count events, expected $rows (repetition $r)"
+  WW_RPS=$(awk -v n="$rows" -v ns=$((tlast - t0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+  WW_STREAM_RPS=$(awk -v n="$rows" -v ns=$((tlast - tfirst)) 'BEGIN { printf "%.0f", (n - 1) / (ns / 1e9) }')
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -339,6 +374,47 @@ for ((r = 1; r <= REPS; r++)); do
   run_walwatch "$r"
   say "repetition $r: pg_recvlogical $RECV_RPS rows/s; walwatch $WW_RPS rows/s (start to last event), $WW_STREAM_RPS rows/s (first to last event)"
   recv_all+=("$RECV_RPS") ww_all+=("$WW_RPS") ww_stream_all+=("$WW_STREAM_RPS")
+done
+
+# The smaller backlogs, one drain of each.
+: >"$DIR/sizes.txt"
+for n in $SIZES; do
+  run_recvlogical "s$n" "$n"
+  run_walwatch "s$n" "$n"
+  say "backlog of $n rows: pg_recvlogical $RECV_RPS rows/s; walwatch $WW_RPS rows/s"
+  echo "size $n recv_s=$(awk -v n="$n" -v r="$RECV_RPS" 'BEGIN { printf "%.2f", n / r }') walwatch_s=$(awk -v n="$n" -v r="$WW_RPS" 'BEGIN { printf "%.2f", n / r }')" >>"$DIR/sizes.txt"
+done
+echo "size $ROWS recv_s=$(printf '%s\n' "${recv_all[@]}" | median | awk -v n="$ROWS" '{ printf "%.2f", n / $1 }') walwatch_s=$(printf '%s\n' "${ww_all[@]}" | median | awk -v n="$ROWS" '{ printf "%.2f", n / $1 }')" >>"$DIR/sizes.txt"
+
+# Replicas: k walwatch processes, each on its own slot, drain the same
+# REPLICA_ROWS backlog at once, each to one watcher; timed from their start
+# to the last watcher's last event. The primary's CPU: all of PostgreSQL
+# over that time (its k walsenders decoding).
+for k in $REPLICAS; do
+  pids=() counters=()
+  pg0=$(pg_cpu_ticks)
+  t0=$(now_ns)
+  for ((j = 1; j <= k; j++)); do
+    sock=$DIR/rep.$k.$j.sock
+    floor=$(psql_v -c "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::numeric - 1
+                       FROM pg_replication_slots WHERE slot_name = 'bench_rep_${k}_$j'")
+    "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "bench_rep_${k}_$j" --socket "$sock" \
+      --metrics-address= --max-log-bytes 8Gi --max-watcher-backlog 8Gi \
+      --log-level warn >"$DIR/rep.$k.$j.log" 2>&1 &
+    pids+=("$!")
+    (for ((i = 0; i < TIMEOUT * 100; i++)); do [[ -S "$sock" ]] && break; sleep 0.01; done
+     exec "$WATCH_COUNT_BIN" --socket "$sock" --count "$REPLICA_ROWS" --timeout "$TIMEOUT" \
+       --path "/api/v1/pods?watch=1&resourceVersion=$floor") >"$DIR/rep.$k.$j.out" 2>&1 &
+    counters+=("$!")
+  done
+  for c in "${counters[@]}"; do wait "$c" || { cat "$DIR"/rep.$k.*.out >&2; die "a replica's watcher failed ($k replicas)"; }; done
+  t1=$(now_ns)
+  pg1=$(pg_cpu_ticks)
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  line=$(awk -v k="$k" -v ns=$((t1 - t0)) -v pg=$((pg1 - pg0)) -v hz="$CLK_TCK" -v n="$REPLICA_ROWS" \
+    'BEGIN { printf "replicas %d rows=%d drain_s=%.2f primary_cpu_s_per_replica=%.2f primary_cpu_pct=%.0f", k, n, ns / 1e9, pg / hz / k, 100 * pg / hz / (ns / 1e9) }')
+  echo "$line" >>"$DIR/sizes.txt"
+  say "$line"
 done
 
 RECV=$(printf '%s\n' "${recv_all[@]}" | median)
@@ -366,4 +442,6 @@ recvlogical_all="${recv_all[*]}"
 walwatch_all="${ww_all[*]}"
 walwatch_stream_all="${ww_stream_all[*]}"
 EOF
+  # Per backlog size and per replica count, for the summary and the plots.
+  cp "$DIR/sizes.txt" "${BENCH_DRAIN_OUT%.*}.txt"
 fi

@@ -22,7 +22,12 @@
 #           a label selector (shard in (s0,s1) / shard=s2 / app=bench,shard!=s3
 #           by i%3; objects carry shard s0..s3), at BENCH_FANOUT_SPREAD_RATES;
 #           writes go round-robin over all 4,000 objects, so a write reaches
-#           one watcher half of the time.
+#           one watcher half of the time;
+#   mixed   Clusterpedia's shape (bench_writer --mode mixed): 4 clusters, one
+#           hot resource (pods, every other write) and 99 quiet ones; N in
+#           BENCH_FANOUT_MIXED watchers, each of one cluster, 3 in 10 of
+#           pods, two thirds in one namespace, each with a label selector;
+#           at BENCH_FANOUT_MIXED_RATE commits/s.
 # Reported per case, medians of BENCH_FANOUT_REPS runs: the writer's commit
 # rate, deliveries/s (events received by all watchers per second, from the
 # writer's start to its end, or to the last event if that came later),
@@ -37,8 +42,11 @@
 # Environment:
 #   BENCH_FANOUT_WATCHERS ("1 100 1000 5000"), BENCH_FANOUT_RATES
 #   ("100 1000 5000"), BENCH_FANOUT_EXTRA ("1000:2000"),
-#   BENCH_FANOUT_SPREAD_RATES ("100 1000 5000"), BENCH_FANOUT_SECONDS (5),
-#   BENCH_FANOUT_REPS (3), BENCH_FANOUT_WRITERS (2), BENCH_FANOUT_DRAIN (15),
+#   BENCH_FANOUT_SPREAD_RATES ("100 1000 5000"), BENCH_FANOUT_MIXED
+#   ("1000 5000"), BENCH_FANOUT_MIXED_RATE (2000), BENCH_FANOUT_SECONDS (5),
+#   BENCH_FANOUT_REPS (3), BENCH_FANOUT_GOAL_REPS (BENCH_FANOUT_REPS: the
+#   runs of the goals' cases, one 1000 x 2000 and mixed 5000),
+#   BENCH_FANOUT_WRITERS (2), BENCH_FANOUT_DRAIN (15),
 #   BENCH_OBJECT_BYTES (1024: object JSON text; events are ~1.27 KB),
 #   BENCH_WALWATCH_FLAGS (extra walwatch flags, words),
 #   BENCH_REPORT (also write the Markdown section to this file),
@@ -53,8 +61,11 @@ WATCHERS=${BENCH_FANOUT_WATCHERS:-"1 100 1000 5000"}
 RATES=${BENCH_FANOUT_RATES:-"100 1000 5000"}
 EXTRA=${BENCH_FANOUT_EXTRA-"1000:2000"}
 SPREAD_RATES=${BENCH_FANOUT_SPREAD_RATES-"100 1000 5000"}
+MIXED=${BENCH_FANOUT_MIXED-"1000 5000"}
+MIXED_RATE=${BENCH_FANOUT_MIXED_RATE:-2000}
 RUN_SECONDS=${BENCH_FANOUT_SECONDS:-5}
 REPS=${BENCH_FANOUT_REPS:-3}
+GOAL_REPS=${BENCH_FANOUT_GOAL_REPS:-$REPS}
 WRITERS=${BENCH_FANOUT_WRITERS:-2}
 DRAIN=${BENCH_FANOUT_DRAIN:-15}
 OBJECT_BYTES=${BENCH_OBJECT_BYTES:-1024}
@@ -63,6 +74,7 @@ read -r -a EXTRA_FLAGS <<<"${BENCH_WALWATCH_FLAGS:-}"
 bench_init fanout
 "$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode one --object-bytes "$OBJECT_BYTES" >/dev/null
 "$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode spread --object-bytes "$OBJECT_BYTES" >/dev/null
+[[ -z "$MIXED" ]] || "$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode mixed --object-bytes "$OBJECT_BYTES" >/dev/null
 start_walwatch bench_fanout "${EXTRA_FLAGS[@]}"
 WALWATCH_CMD="walwatch --slot bench_fanout --socket ... --metrics-address ... --log-level warn ${BENCH_WALWATCH_FLAGS:-}"
 
@@ -72,6 +84,23 @@ for ((i = 0; i < 1000; i++)); do
   printf '/apis/bench.walwatch.io/v1/namespaces/ns-%d/widgets%02d?watch=1&resourceVersion=@RV@&labelSelector=%s\n' \
     $(((i / 100) % 10)) $((i % 100)) "${SELECTORS[i % 3]}"
 done >"$DIR/spread.paths"
+
+# The mixed case's 5,000 watch paths (bench_writer --mode mixed: clusters
+# c1..c4; pods, hot, in ns-0..9; widgets00..98, quiet, in ns-0..4): watcher
+# i watches, in cluster c(i%4+1), pods (3 in 10) or widgets((i/10)%99); in
+# one namespace for two thirds of them; with one of SELECTORS by i%3.
+for ((i = 0; i < 5000; i++)); do
+  c=$((i % 4 + 1)) ns=""
+  if ((i % 3 != 0)); then
+    if ((i % 10 < 3)); then ns="namespaces/ns-$((i / 7 % 10))/"; else ns="namespaces/ns-$((i / 7 % 5))/"; fi
+  fi
+  if ((i % 10 < 3)); then
+    printf '/clusters/c%d/api/v1/%spods' "$c" "$ns"
+  else
+    printf '/clusters/c%d/apis/bench.walwatch.io/v1/%swidgets%02d' "$c" "$ns" $((i / 10 % 99))
+  fi
+  printf '?watch=1&resourceVersion=@RV@&labelSelector=%s\n' "${SELECTORS[i % 3]}"
+done >"$DIR/mixed.paths"
 
 RESULTS=$DIR/results.txt
 : >"$RESULTS"
@@ -87,7 +116,7 @@ run_case() {
   if [[ "$mode" == one ]]; then
     watch=(--path "/apis/apps/v1/deployments?watch=1&resourceVersion=$rv" --check-seq)
   else
-    sed "s/@RV@/$rv/" "$DIR/spread.paths" >"$DIR/paths.$tag"
+    sed "s/@RV@/$rv/" "$DIR/$mode.paths" >"$DIR/paths.$tag"
     watch=(--paths-file "$DIR/paths.$tag")
   fi
   "$FANOUT_CLIENT" --socket "$SOCK" --watchers "$n" "${watch[@]}" \
@@ -146,8 +175,10 @@ run_case() {
 }
 
 run_cases() {
-  local mode=$1 n=$2 rate=$3 rep
-  for ((rep = 1; rep <= REPS; rep++)); do
+  local mode=$1 n=$2 rate=$3 rep reps=$REPS
+  # The goals' cases: "every run" is only as good as the runs there are.
+  [[ "$mode $n $rate" != "one 1000 2000" && "$mode $n" != "mixed 5000" ]] || reps=$GOAL_REPS
+  for ((rep = 1; rep <= reps; rep++)); do
     run_case "$mode" "$n" "$rate" "$rep"
     if ((SATURATED)); then
       bench_say "$mode watchers=$n rate=$rate did not keep up: not repeated"
@@ -161,6 +192,7 @@ for n in $WATCHERS; do
 done
 for pair in $EXTRA; do run_cases one "${pair%%:*}" "${pair##*:}"; done
 for rate in $SPREAD_RATES; do run_cases spread 1000 "$rate"; done
+for n in $MIXED; do run_cases mixed "$n" "$MIXED_RATE"; done
 stop_walwatch
 
 # --- the report ---------------------------------------------------------------

@@ -70,19 +70,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"        // same directory
+#include "bench_util.h"  // same directory
+
 namespace {
+
+using walwatch::bench::RealtimeNanos;
 
 namespace http = boost::beast::http;
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "fanout_ceiling: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 void SleepUntil(int64_t realtime_ns) {
@@ -104,50 +103,28 @@ struct Options {
   std::string start_file, done_file;
 };
 
-[[noreturn]] void Usage(const char* message) {
-  if (message) std::fprintf(stderr, "fanout_ceiling: %s\n", message);
-  std::fprintf(stderr,
-               "usage: fanout_ceiling --socket PATH --watchers N --rate R "
-               "--duration S [--batch-ms B] [--threads T] [--event-bytes E] "
-               "[--sendfile] [--start-file F] [--done-file F]\n");
-  std::exit(2);
-}
+const walwatch::bench::Flags kFlags(
+    "fanout_ceiling",
+    "usage: fanout_ceiling --socket PATH --watchers N --rate R "
+    "--duration S [--batch-ms B] [--threads T] [--event-bytes E] "
+    "[--sendfile] [--start-file F] [--done-file F]");
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--socket") {
-      o.socket = value();
-    } else if (a == "--watchers") {
-      o.watchers = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--rate") {
-      o.rate = std::atof(value().c_str());
-    } else if (a == "--duration") {
-      o.duration_s = std::atof(value().c_str());
-    } else if (a == "--batch-ms") {
-      o.batch_ms = std::atof(value().c_str());
-    } else if (a == "--threads") {
-      o.threads = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--event-bytes") {
-      o.event_bytes = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--sendfile") {
-      o.sendfile = true;
-    } else if (a == "--start-file") {
-      o.start_file = value();
-    } else if (a == "--done-file") {
-      o.done_file = value();
-    } else {
-      Usage(("unknown argument " + a).c_str());
-    }
-  }
+  kFlags.Parse(argc, argv,
+               {{"--socket", &o.socket},
+                {"--watchers", &o.watchers},
+                {"--rate", &o.rate},
+                {"--duration", &o.duration_s},
+                {"--batch-ms", &o.batch_ms},
+                {"--threads", &o.threads},
+                {"--event-bytes", &o.event_bytes},
+                {"--sendfile", &o.sendfile},
+                {"--start-file", &o.start_file},
+                {"--done-file", &o.done_file}});
   if (o.socket.empty() || o.watchers == 0 || o.rate <= 0 ||
       o.duration_s <= 0 || o.threads == 0 || o.batch_ms < 0) {
-    Usage("--socket, --watchers, --rate and --duration are required");
+    kFlags.Usage("--socket, --watchers, --rate and --duration are required");
   }
   return o;
 }

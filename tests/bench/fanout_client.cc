@@ -38,7 +38,10 @@
 // first_error.
 // Exit status 0 unless a watcher could not be opened.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -67,9 +70,15 @@
 #include <string_view>
 #include <vector>
 
+#include "base64.h"            // same directory
+#include "bench_args.h"        // same directory
+#include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
 
 namespace {
+
+using walwatch::bench::ReadFinalSeqs;
+using walwatch::bench::RealtimeNanos;
 
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
@@ -82,12 +91,6 @@ extern "C" void OnSignal(int) { g_stop = 1; }
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "fanout_client: %s\n", message.c_str());
   std::exit(1);
-}
-
-int64_t RealtimeNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 double MonotonicSeconds() {
@@ -203,34 +206,85 @@ struct Conn {
 
 class Client {
  public:
-  Client(bool check_seq, Totals* totals)
-      : check_seq_(check_seq), totals_(totals) {}
+  Client(bool check_seq, bool etcd, Totals* totals)
+      : check_seq_(check_seq), etcd_(etcd), totals_(totals) {}
 
   void SetNow(int64_t now_ns) { now_ns_ = now_ns; }
 
   void OnLine(Conn& c, std::string_view line) {
     if (line.empty()) return;
+    if (etcd_) {
+      OnEtcdLine(c, line);
+      return;
+    }
     if (line.compare(0, 15, "{\"type\":\"ERROR\"") == 0) {
-      ++totals_->errors;
-      if (line.find("\"code\":410") != std::string_view::npos) {
-        ++totals_->errors_410;
-      }
-      if (totals_->first_error.empty()) {
-        totals_->first_error = std::string(line.substr(0, 300));
-      }
+      OnError(line, line.find("\"code\":410") != std::string_view::npos);
       return;
     }
     if (line.compare(0, 18, "{\"type\":\"BOOKMARK\"") == 0) {
       ++totals_->bookmarks;
       return;
     }
+    uint64_t rv = 0;
+    size_t rv_at = line.size();
+    const bool has_rv = ParseU64(rv_field_.Find(line, &rv_at), &rv);
+    // The stamp is an annotation: in metadata before resourceVersion (jsonb
+    // orders keys by length), so the search starts there, not at the end.
+    std::string_view stamp = stamp_field_.Find(line.substr(0, rv_at));
+    if (stamp.empty() && rv_at < line.size()) stamp = stamp_field_.Find(line);
+    OnEvent(c, has_rv ? rv : 0, stamp, line.size() + 1);  // with its newline
+  }
+
+  // --etcd: one message of etcd's JSON gateway, {"result":{"header":...,
+  // "events":[{"kv":{"key":B64,...,"mod_revision":"N",...,"value":B64}},
+  // ...]}}; the stamp is in the base64 value, near its start.
+  void OnEtcdLine(Conn& c, std::string_view line) {
+    if (line.find("\"error\"") != std::string_view::npos ||
+        line.find("\"canceled\":true") != std::string_view::npos) {
+      OnError(line, line.find("\"compact_revision\"") != std::string_view::npos);
+      return;
+    }
+    size_t at = line.find("\"events\":[");
+    if (at == std::string_view::npos) return;  // created, progress notify
+    std::vector<size_t> starts;
+    for (size_t p = line.find("{\"kv\":", at); p != std::string_view::npos;
+         p = line.find("{\"kv\":", p + 6)) {
+      starts.push_back(p);
+    }
+    for (size_t i = 0; i < starts.size(); ++i) {
+      size_t end = i + 1 < starts.size() ? starts[i + 1] : line.size();
+      std::string_view event = line.substr(starts[i], end - starts[i]);
+      uint64_t rv = 0;
+      size_t rv_at = event.find("\"mod_revision\":\"");
+      if (rv_at != std::string_view::npos) ParseU64(event.substr(rv_at + 16), &rv);
+      std::string_view stamp;
+      size_t v = event.find("\"value\":\"");
+      if (v != std::string_view::npos) {
+        std::string_view b64 = event.substr(v + 9);
+        b64 = b64.substr(0, std::min(b64.find('"'), kEtcdStampWithin));
+        walwatch::bench::DecodeBase64(b64, &decoded_);
+        stamp = stamp_field_.Find(decoded_);
+      }
+      OnEvent(c, rv, stamp, event.size());
+    }
+  }
+  void OnError(std::string_view line, bool expired) {
+    ++totals_->errors;
+    if (expired) ++totals_->errors_410;
+    if (totals_->first_error.empty()) {
+      totals_->first_error = std::string(line.substr(0, 300));
+    }
+  }
+
+  // One event of `bytes` on stream `c`: its resourceVersion (0: none) must
+  // increase along the stream; its stamp "W:SEQ:NS" gives the latency and,
+  // with --check-seq, the writer's sequence.
+  void OnEvent(Conn& c, uint64_t rv, std::string_view stamp, size_t bytes) {
     ++c.events;
     ++totals_->events;
     totals_->last_event_ns = now_ns_;
-    totals_->event_bytes += line.size() + 1;  // with its newline
-    uint64_t rv = 0;
-    size_t rv_at = line.size();
-    if (ParseU64(rv_field_.Find(line, &rv_at), &rv)) {
+    totals_->event_bytes += bytes;
+    if (rv != 0) {
       if (rv == c.last_rv) {
         ++totals_->duplicates;
       } else if (rv < c.last_rv) {
@@ -238,10 +292,6 @@ class Client {
       }
       c.last_rv = std::max(c.last_rv, rv);
     }
-    // The stamp is an annotation: in metadata before resourceVersion (jsonb
-    // orders keys by length), so the search starts there, not at the end.
-    std::string_view stamp = stamp_field_.Find(line.substr(0, rv_at));
-    if (stamp.empty() && rv_at < line.size()) stamp = stamp_field_.Find(line);
     uint64_t w = 0, seq = 0, ns = 0;
     size_t used = 0;
     if (!ParseU64(stamp, &w, &used) || used >= stamp.size()) return;
@@ -282,8 +332,14 @@ class Client {
   }
 
  private:
+  // How far into an etcd value the stamp lies, in base64 characters: the
+  // object's metadata comes first (bench_writer's ObjectJson).
+  static constexpr size_t kEtcdStampWithin = 1024;
+
   const bool check_seq_;
+  const bool etcd_;
   Totals* totals_;
+  std::string decoded_;  // an etcd value's first bytes
   const FieldFinder rv_field_{"\"resourceVersion\""};
   const FieldFinder stamp_field_{"\"bench.walwatch.io/stamp\""};
   int64_t now_ns_ = 0;
@@ -291,6 +347,7 @@ class Client {
 
 struct Options {
   std::string socket;
+  std::string etcd;  // HOST:PORT of etcd's JSON gateway, instead of --socket
   std::vector<std::string> paths;
   size_t watchers = 1;
   std::string ready_file, done_file;
@@ -302,76 +359,42 @@ struct Options {
   double connect_timeout_s = 120;
 };
 
-[[noreturn]] void Usage(const char* message) {
-  if (message) std::fprintf(stderr, "fanout_client: %s\n", message);
-  std::fprintf(stderr,
-               "usage: fanout_client --socket PATH (--path P | --paths-file F) "
-               "--watchers N [--ready-file F] [--done-file F] [--check-seq] "
-               "[--duration S] [--report-every S] [--quiet-ms MS] "
-               "[--drain-timeout S] [--connect-timeout S]\n");
-  std::exit(2);
-}
+const walwatch::bench::Flags kFlags(
+    "fanout_client",
+    "usage: fanout_client (--socket PATH | --etcd HOST:PORT) "
+    "(--path P | --paths-file F) "
+    "--watchers N [--ready-file F] [--done-file F] [--check-seq] "
+    "[--duration S] [--report-every S] [--quiet-ms MS] "
+    "[--drain-timeout S] [--connect-timeout S]");
 
 Options Parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--socket") {
-      o.socket = value();
-    } else if (a == "--path") {
-      o.paths.push_back(value());
-    } else if (a == "--paths-file") {
-      std::ifstream in(value());
-      if (!in) Usage("cannot read --paths-file");
-      for (std::string line; std::getline(in, line);) {
-        if (!line.empty()) o.paths.push_back(line);
-      }
-    } else if (a == "--watchers") {
-      o.watchers = std::strtoull(value().c_str(), nullptr, 10);
-    } else if (a == "--ready-file") {
-      o.ready_file = value();
-    } else if (a == "--done-file") {
-      o.done_file = value();
-    } else if (a == "--check-seq") {
-      o.check_seq = true;
-    } else if (a == "--duration") {
-      o.duration_s = std::atof(value().c_str());
-    } else if (a == "--report-every") {
-      o.report_every_s = std::atof(value().c_str());
-    } else if (a == "--quiet-ms") {
-      o.quiet_ms = std::atoi(value().c_str());
-    } else if (a == "--drain-timeout") {
-      o.drain_timeout_s = std::atof(value().c_str());
-    } else if (a == "--connect-timeout") {
-      o.connect_timeout_s = std::atof(value().c_str());
-    } else {
-      Usage(("unknown argument " + a).c_str());
+  auto paths_file = [&o](const std::string& file) {
+    std::ifstream in(file);
+    if (!in) kFlags.Usage("cannot read --paths-file");
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) o.paths.push_back(line);
     }
-  }
-  if (o.socket.empty() || o.paths.empty() || o.watchers == 0) {
-    Usage("--socket, a path and --watchers are required");
+  };
+  kFlags.Parse(argc, argv,
+               {{"--socket", &o.socket},
+                {"--etcd", &o.etcd},
+                {"--path", [&o](const std::string& p) { o.paths.push_back(p); }},
+                {"--paths-file", paths_file},
+                {"--watchers", &o.watchers},
+                {"--ready-file", &o.ready_file},
+                {"--done-file", &o.done_file},
+                {"--check-seq", &o.check_seq},
+                {"--duration", &o.duration_s},
+                {"--report-every", &o.report_every_s},
+                {"--quiet-ms", &o.quiet_ms},
+                {"--drain-timeout", &o.drain_timeout_s},
+                {"--connect-timeout", &o.connect_timeout_s}});
+  if (o.socket.empty() == o.etcd.empty() || o.paths.empty() ||
+      o.watchers == 0) {
+    kFlags.Usage("--socket or --etcd, a path and --watchers are required");
   }
   return o;
-}
-
-// bench_writer's --out: last_seq_W=N lines. Empty until the file exists.
-std::vector<uint64_t> ReadFinalSeqs(const std::string& file, bool* present) {
-  std::vector<uint64_t> seqs;
-  std::ifstream in(file);
-  *present = static_cast<bool>(in);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("last_seq_", 0) != 0) continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    size_t w = std::strtoull(line.c_str() + 9, nullptr, 10);
-    if (seqs.size() <= w) seqs.resize(w + 1, 0);
-    seqs[w] = std::strtoull(line.c_str() + eq + 1, nullptr, 10);
-  }
-  return seqs;
 }
 
 void RaiseFdLimit(size_t need) {
@@ -386,23 +409,59 @@ void RaiseFdLimit(size_t need) {
   }
 }
 
-int Connect(const std::string& socket_path, const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) Die("socket path too long");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  // Blocking: a full accept backlog makes connect wait rather than fail.
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+// etcd's watch of every key under `prefix`, as its JSON gateway takes it.
+std::string EtcdWatchRequest(const std::string& prefix) {
+  std::string end = prefix;
+  end.back() = static_cast<char>(end.back() + 1);
+  std::string body = "{\"create_request\":{\"key\":\"" +
+                     walwatch::bench::EncodeBase64(prefix) +
+                     "\",\"range_end\":\"" +
+                     walwatch::bench::EncodeBase64(end) + "\"}}";
+  return "POST /v3/watch HTTP/1.1\r\nHost: localhost\r\n"
+         "Content-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Opens one watch: on walwatch's Unix socket, or with --etcd, on etcd's
+// gateway (`path` is then the key prefix).
+int Connect(const Options& o, const std::string& path) {
+  int fd;
+  int rc;
+  if (o.etcd.empty()) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (o.socket.size() >= sizeof(addr.sun_path)) Die("socket path too long");
+    std::memcpy(addr.sun_path, o.socket.c_str(), o.socket.size() + 1);
+    // Blocking: a full accept backlog makes connect wait rather than fail.
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  } else {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) Die(std::string("socket: ") + std::strerror(errno));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    size_t colon = o.etcd.rfind(':');
+    if (colon == std::string::npos ||
+        inet_pton(AF_INET, o.etcd.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+      Die("--etcd: HOST:PORT with an IPv4 address, not " + o.etcd);
+    }
+    addr.sin_port = htons(static_cast<uint16_t>(std::atoi(o.etcd.c_str() + colon + 1)));
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  if (rc != 0) {
     int e = errno;
     close(fd);
     errno = e;
     return -1;
   }
-  std::string request = "GET " + path +
-                        " HTTP/1.1\r\nHost: localhost\r\n"
-                        "Accept: application/json\r\n\r\n";
+  std::string request = o.etcd.empty()
+                            ? "GET " + path +
+                                  " HTTP/1.1\r\nHost: localhost\r\n"
+                                  "Accept: application/json\r\n\r\n"
+                            : EtcdWatchRequest(path);
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     int e = errno;
@@ -426,7 +485,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   Totals totals;
-  Client client(o.check_seq, &totals);
+  Client client(o.check_seq, !o.etcd.empty(), &totals);
   int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) Die(std::string("epoll_create1: ") + std::strerror(errno));
 
@@ -435,7 +494,7 @@ int main(int argc, char** argv) {
   size_t failed = 0;
   for (size_t i = 0; i < o.watchers; ++i) {
     const std::string& path = o.paths[i % o.paths.size()];
-    int fd = Connect(o.socket, path);
+    int fd = Connect(o, path);
     if (fd < 0) {
       if (failed++ == 0) {
         std::fprintf(stderr, "fanout_client: connect %s: %s\n",
@@ -520,11 +579,10 @@ int main(int argc, char** argv) {
             boost::asio::buffer(in.data() + used_total, in.size() - used_total),
             ec);
         used_total += used;
-        if (ec == http::error::need_more) {
-          ec = {};
-          break;
-        }
+        const bool more = ec == http::error::need_more;
+        if (more) ec = {};
         if (ec) break;
+        // The header may end in the same put() that then needs more.
         if (!c.header_done && c.parser->is_header_done()) {
           c.header_done = true;
           if (c.parser->get().result_int() != 200) {
@@ -542,6 +600,7 @@ int main(int argc, char** argv) {
           }
           ++headers;
         }
+        if (more) break;
         if (used == 0) break;
       }
       if (ec || c.parser->is_done()) {

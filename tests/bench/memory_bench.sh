@@ -27,7 +27,9 @@
 # Environment: BENCH_MEMORY_WATCHERS ("1000 5000"), BENCH_MEMORY_REPS (3),
 # BENCH_MEMORY_SETTLE (2), BENCH_MEMORY_ROWS (40000),
 # BENCH_MEMORY_OBJECT_BYTES ("1024 3072 4096"), BENCH_REPORT (also write the
-# Markdown section there), plus bench_lib.sh's.
+# Markdown section there), BENCH_OUT (the figures: "idle N RSS0 RSS1
+# KIB_PER_WATCHER FDS" and "log BYTES EVENTS LINE RSS/WIRE LOG/WIRE
+# OVERHEAD" lines), plus bench_lib.sh's.
 set -euo pipefail
 
 # shellcheck source=tests/bench/bench_lib.sh
@@ -136,3 +138,6 @@ report() {
 
 report | tee "$DIR/report.md"
 [[ -z "${BENCH_REPORT:-}" ]] || cp "$DIR/report.md" "$BENCH_REPORT"
+if [[ -n "${BENCH_OUT:-}" ]]; then
+  { sed 's/^/idle /' "$IDLE"; sed 's/^/log /' "$LOG"; } >"$BENCH_OUT"
+fi

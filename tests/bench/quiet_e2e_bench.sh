@@ -25,7 +25,7 @@
 # BENCH_QUIET_E2E_REPS (3), BENCH_QUIET_E2E_LOG (16Mi),
 # BENCH_QUIET_E2E_WATCHERS (1000), BENCH_QUIET_E2E_FILL (30000),
 # BENCH_OBJECT_BYTES (1024), BENCH_REPORT (also write the Markdown section
-# to this file), plus bench_lib.sh's (WALWATCH_BIN, BENCH_KEEP, ...).
+# to this file), BENCH_OUT (its key=value lines per run), plus bench_lib.sh's (WALWATCH_BIN, BENCH_KEEP, ...).
 set -euo pipefail
 
 # shellcheck source=tests/bench/bench_lib.sh
@@ -138,3 +138,4 @@ with=$(agg median "$QUIET_WATCHERS" ww_us_per_commit)
   echo
   awk -v a="$base" -v b="$with" -v n="$QUIET_WATCHERS" 'BEGIN { printf "walwatch CPU per hot commit with %d quiet watchers / without: **%.2f**. Quiet watchers ended with 410 (all runs): must be 0.\n", n, (a > 0 ? b / a : 0) }'
 } | tee "${BENCH_REPORT:-/dev/null}"
+[[ -z "${BENCH_OUT:-}" ]] || cp "$RESULTS" "$BENCH_OUT"

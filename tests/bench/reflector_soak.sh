@@ -14,7 +14,7 @@
 # 410s are right; SOAK_REFLECTOR_QUIET_410=none restores make test's stricter
 # rule (no quiet 410 at all). The report (its [REFLECTOR] lines, with each
 # kind of request's wait for its response header) is printed and, unless
-# SOAK_NO_APPEND=1, appended to BENCHMARKS.md.
+# SOAK_NO_APPEND=1, appended to tests/bench/HISTORY.md.
 #
 #   tests/bench/reflector_soak.sh
 #   SOAK_REFLECTOR_CLIENTS=200 SOAK_REFLECTOR_SECONDS=60 SOAK_NO_APPEND=1 \
@@ -77,7 +77,7 @@ report() {
 }
 report | tee "$DIR/report.md"
 if [[ "${SOAK_NO_APPEND:-}" != 1 ]]; then
-  cat "$DIR/report.md" >>"$ROOT/BENCHMARKS.md"
-  say "appended to BENCHMARKS.md"
+  cat "$DIR/report.md" >>"$ROOT/tests/bench/HISTORY.md"
+  say "appended to tests/bench/HISTORY.md"
 fi
 exit "$rc"

@@ -17,7 +17,8 @@
 #
 # Environment: BENCH_REPLAY_ROWS (50000), BENCH_REPLAY_REPS (3),
 # BENCH_OBJECT_BYTES (1024), BENCH_REPORT (also write the Markdown section
-# there), plus bench_lib.sh's.
+# there), BENCH_OUT (a line "events=N READY_S FULL_S EVENTS_PER_S" per
+# restart), plus bench_lib.sh's.
 set -euo pipefail
 
 # shellcheck source=tests/bench/bench_lib.sh
@@ -83,3 +84,4 @@ report() {
 
 report | tee "$DIR/report.md"
 [[ -z "${BENCH_REPORT:-}" ]] || cp "$DIR/report.md" "$BENCH_REPORT"
+[[ -z "${BENCH_OUT:-}" ]] || sed "s/^/events=$events /" "$DIR/restarts.txt" >"$BENCH_OUT"

@@ -1,46 +1,58 @@
 #!/usr/bin/env bash
-# `make bench`: builds the benchmarks, runs them, prints a report and appends
-# it to BENCHMARKS.md (machine, commit, commands, median figures, targets).
+# `make bench`: builds the benchmarks, runs them with the peers (pg_recvlogical,
+# etcd, polling) in the same run, checks the goals, and writes the report:
+#   BENCHMARKS.md             rewritten: one table of every figure (goal,
+#                             latest value, met or missed, commit, command),
+#                             the plots, each part's time
+#   tests/bench/plots/*.svg   redrawn (tests/bench/plots.sh, gnuplot)
+#   tests/bench/results/      the latest figures of each part that ran, which
+#                             the summary and the plots are made from
+#   tests/bench/HISTORY.md    this run's dated section appended
 #
 #   tests/bench/run-bench.sh
 #
 # 1. cmake -DWALWATCH_BUILD_BENCH=ON in build-bench/ (the build type `make`
-#    ships, RelWithDebInfo), targets decoder_bench, watch_count,
-#    bench_writer, fanout_client, walwatch;
-# 2. decoder_bench, 5 repetitions, medians (tests/bench/decoder_bench.cc);
-# 2a. quiet_watchers_bench, 5 repetitions, medians: what a hot resource's
-#    events cost 1,000 watchers of quiet resources in the event log
-#    (tests/bench/quiet_watchers_bench.cc);
-# 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical;
+#    ships, RelWithDebInfo), the bench targets and walwatch;
+# 2. decoder_bench, medians (tests/bench/decoder_bench.cc);
+# 2a. quiet_watchers_bench, medians: what a hot resource's events cost 1,000
+#    watchers of quiet resources in the event log;
+# 3. tests/bench/drain_bench.sh: backlog drain, walwatch vs pg_recvlogical,
+#    at several backlog sizes, and 1, 2, 4, 8 replicas on one primary;
 # 4. tests/bench/fanout_bench.sh: commit -> client latency and walwatch's CPU
-#    with 1 to 5,000 watchers at 100 to 5,000 commits/s;
-# 4a. tests/bench/ceiling_bench.sh: the same fan-out with walwatch and
-#    PostgreSQL taken out (an ideal server), what the machine allows at all;
+#    with 1 to 5,000 watchers at 100 to 5,000 commits/s, and the mixed
+#    Clusterpedia workload at 1,000 and 5,000 selective watchers;
+# 4a. tests/bench/ceiling_bench.sh: the same fan-out from an ideal server;
 # 5. tests/bench/memory_bench.sh: RSS per idle watcher, event-log RSS per
 #    wire byte;
 # 6. tests/bench/replay_bench.sh: time to rebuild the window after a restart;
 # 7. tests/bench/quiet_e2e_bench.sh: walwatch's CPU per hot commit with and
-#    without 1,000 watchers of quiet resources, and their 410s (must be 0).
-# About 21 minutes on 2 cores. The soak is separate: `make soak`
-# (tests/bench/soak.sh).
+#    without 1,000 watchers of quiet resources, and their 410s (must be 0);
+# 8. tests/bench/etcd_bench.sh: etcd against walwatch, same objects and
+#    watchers (skipped, and said so, without etcd);
+# 9. tests/bench/poll_bench.sh: polling every 1 s and 100 ms against walwatch.
+# Sizes are cut to fit 30 minutes on 2 cores (each part's time is printed and
+# reported); every comparison is a ratio of figures from the same run.
+# The soak is separate: `make soak` (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e   run only
-#                              these (a comma-separated list)
-#   BENCH_REPETITIONS (5)      decoder_bench's and quiet_watchers_bench's
+#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|poll
+#                              run only these (a comma-separated list); the
+#                              summary keeps the other parts' latest figures
+#   BENCH_REPETITIONS (3)      decoder_bench's and quiet_watchers_bench's
 #                              repetitions
-#   BENCH_MIN_TIME (0.5)       their seconds per repetition
+#   BENCH_MIN_TIME (0.2)       their seconds per repetition
 #   QUIET_BENCH_LOG_MB (256), QUIET_BENCH_EVENT_BYTES (1024): see
 #                              quiet_watchers_bench.cc
 #   BENCH_FILTER               decoder_bench --benchmark_filter
-#   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md alone
+#   BENCH_NO_APPEND=1          print the report, leave BENCHMARKS.md, the
+#                              plots, results/ and HISTORY.md alone
 #   BENCH_BUILD_DIR (build-bench), JOBS (2), WALWATCH_MARCH (haswell on x86-64)
-#   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, ...: see drain_bench.sh
+#   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, BENCH_DRAIN_*: see
+#                              drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
-#   BENCH_QUIET_E2E_*,
-#   BENCH_OBJECT_BYTES: see fanout_bench.sh, ceiling_bench.sh,
-#                              memory_bench.sh, replay_bench.sh,
-#                              quiet_e2e_bench.sh
+#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_POLL_*,
+#   BENCH_OBJECT_BYTES: see each script; run-bench.sh sets the sizes below
+#                              where they are not set
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
 set -euo pipefail
 
@@ -48,12 +60,12 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BUILD_DIR=${BENCH_BUILD_DIR:-build-bench}
 JOBS=${JOBS:-2}
-REPETITIONS=${BENCH_REPETITIONS:-5}
-MIN_TIME=${BENCH_MIN_TIME:-0.5}
+REPETITIONS=${BENCH_REPETITIONS:-3}
+MIN_TIME=${BENCH_MIN_TIME:-0.2}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e)
+PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd poll)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -63,6 +75,41 @@ want() { [[ -z "$ONLY" || ",${ONLY// /,}," == *",$1,"* ]]; }
 
 WORK=$(mktemp -d /tmp/ww-runbench.XXXXXX)
 trap 'rm -rf -- "$WORK"' EXIT
+mkdir -p "$WORK/results"
+
+# The full run's sizes (30 minutes on 2 cores, the build included): each
+# cut where its ratios stay meaningful. Set any of them to override.
+: "${BENCH_ROWS:=40000}" "${BENCH_REPS:=3}"
+: "${BENCH_DRAIN_SIZES:=5000 10000 20000}" "${BENCH_DRAIN_REPLICAS:=1 2 4 8}"
+: "${BENCH_DRAIN_REPLICA_ROWS:=10000}"
+: "${BENCH_FANOUT_WATCHERS:=1 100 1000 5000}" "${BENCH_FANOUT_RATES:=100 1000 2000 5000}"
+: "${BENCH_FANOUT_EXTRA=}" "${BENCH_FANOUT_SPREAD_RATES=}" "${BENCH_FANOUT_MIXED=1000 5000}"
+: "${BENCH_FANOUT_SECONDS:=4}" "${BENCH_FANOUT_REPS:=1}" "${BENCH_FANOUT_GOAL_REPS:=3}"
+: "${BENCH_FANOUT_DRAIN:=10}"
+: "${BENCH_CEILING_CASES:=1000:2000:0:1 1000:2000:0:1:sendfile}" "${BENCH_CEILING_REPS:=2}"
+: "${BENCH_CEILING_SECONDS:=4}"
+: "${BENCH_MEMORY_WATCHERS:=100 1000 5000}" "${BENCH_MEMORY_REPS:=1}"
+: "${BENCH_MEMORY_ROWS:=20000}" "${BENCH_MEMORY_OBJECT_BYTES:=1024 4096}"
+: "${BENCH_REPLAY_ROWS:=20000}" "${BENCH_REPLAY_REPS:=2}"
+: "${BENCH_QUIET_E2E_SECONDS:=8}" "${BENCH_QUIET_E2E_REPS:=2}" "${BENCH_QUIET_E2E_FILL:=20000}"
+export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_REPLICA_ROWS \
+  BENCH_FANOUT_WATCHERS BENCH_FANOUT_RATES BENCH_FANOUT_EXTRA BENCH_FANOUT_SPREAD_RATES \
+  BENCH_FANOUT_MIXED BENCH_FANOUT_SECONDS BENCH_FANOUT_REPS BENCH_FANOUT_GOAL_REPS \
+  BENCH_FANOUT_DRAIN BENCH_CEILING_CASES BENCH_CEILING_REPS BENCH_CEILING_SECONDS \
+  BENCH_MEMORY_WATCHERS BENCH_MEMORY_REPS BENCH_MEMORY_ROWS BENCH_MEMORY_OBJECT_BYTES \
+  BENCH_REPLAY_ROWS BENCH_REPLAY_REPS BENCH_QUIET_E2E_SECONDS BENCH_QUIET_E2E_REPS \
+  BENCH_QUIET_E2E_FILL
+
+# Each part's wall time, for the budget: "part seconds" lines.
+: >"$WORK/times.txt"
+T_PART=0
+part_begin() { T_PART=$(date +%s); say "part $1 ..."; }
+part_end() {
+  local took=$(($(date +%s) - T_PART))
+  echo "$1 $took" >>"$WORK/times.txt"
+  say "part $1 took $took s"
+}
+T_START=$(date +%s)
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # What is measured is what is built now: the commit, and whether changes to
@@ -71,11 +118,12 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if ! git diff --quiet HEAD -- cdc watchserver schema tests/bench CMakeLists.txt 2>/dev/null; then
   commit+=" (with uncommitted changes in the working tree)"
 fi
-say "configuring and building in $BUILD_DIR ..."
+part_begin build
 # shellcheck source=tests/bench/bench_lib.sh
 source tests/bench/bench_lib.sh
 bench_build "$BUILD_DIR" "$JOBS" decoder_bench quiet_watchers_bench \
-  watch_count bench_writer fanout_client fanout_ceiling walwatch
+  watch_count bench_writer fanout_client fanout_ceiling poll_client walwatch
+part_end build
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
@@ -85,15 +133,20 @@ QUIET_CMD=("$BUILD_DIR/quiet_watchers_bench" "--benchmark_repetitions=$REPETITIO
   "--benchmark_report_aggregates_only=true" "--benchmark_min_time=$MIN_TIME")
 QUIET_ENV="QUIET_BENCH_LOG_MB=${QUIET_BENCH_LOG_MB:-256} QUIET_BENCH_EVENT_BYTES=${QUIET_BENCH_EVENT_BYTES:-1024}"
 
-DRAIN_ENV="BENCH_ROWS=${BENCH_ROWS:-100000} BENCH_TXN=${BENCH_TXN:-single} BENCH_REPS=${BENCH_REPS:-3}"
+DRAIN_ENV="BENCH_ROWS=$BENCH_ROWS BENCH_TXN=${BENCH_TXN:-single} BENCH_REPS=$BENCH_REPS"
+DRAIN_ENV+=" BENCH_DRAIN_SIZES='$BENCH_DRAIN_SIZES' BENCH_DRAIN_REPLICAS='$BENCH_DRAIN_REPLICAS'"
+DRAIN_ENV+=" BENCH_DRAIN_REPLICA_ROWS=$BENCH_DRAIN_REPLICA_ROWS"
 [[ "${BENCH_TXN:-single}" == batch ]] && DRAIN_ENV+=" BENCH_BATCH=${BENCH_BATCH:-1000}"
 
 if want decoder; then
+  part_begin decoder
   say "running ${DECODER_CMD[*]} ..."
   "${DECODER_CMD[@]}" --benchmark_out="$WORK/decoder.json" \
     --benchmark_out_format=json
+  part_end decoder
 fi
 if want quiet; then
+  part_begin quiet
   say "running $QUIET_ENV ${QUIET_CMD[*]} ..."
   # shellcheck disable=SC2086  # QUIET_ENV is NAME=value words
   env $QUIET_ENV "${QUIET_CMD[@]}" --benchmark_out="$WORK/quiet.json" \
@@ -105,20 +158,23 @@ if want quiet; then
   env QUIET_BENCH_WATCHERS=0 $QUIET_ENV "${QUIET_CMD[@]}" \
     --benchmark_filter=BM_HotAppend --benchmark_out="$WORK/quiet_aa.json" \
     --benchmark_out_format=json
+  part_end quiet
 fi
 if want drain; then
+  part_begin drain
   say "running $DRAIN_ENV tests/bench/drain_bench.sh ..."
-  # shellcheck disable=SC2086  # DRAIN_ENV is NAME=value words
-  env $DRAIN_ENV WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" \
-    BENCH_DRAIN_OUT="$WORK/drain.env" tests/bench/drain_bench.sh
+  WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_DRAIN_OUT="$WORK/results/drain.env" \
+    tests/bench/drain_bench.sh
+  part_end drain
 fi
-# The fan-out, ceiling, memory and replay benchmarks: each prints its own
-# section.
-for part in fanout ceiling memory replay quiet_e2e; do
+# The other benchmarks: each prints its own section and writes its figures.
+for part in fanout ceiling memory replay quiet_e2e etcd poll; do
   want "$part" || continue
-  say "running tests/bench/${part}_bench.sh ..."
+  part_begin "$part"
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
+    BENCH_OUT="$WORK/results/$part.txt" BENCH_FANOUT_OUT="$WORK/results/fanout.txt" \
     "tests/bench/${part}_bench.sh"
+  part_end "$part"
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -220,10 +276,15 @@ quiet_section() {
           m(b, "hot_read_ns") / 1000, m(b, "hot_ns_per_event"), m(b, "hot_over_quiet")
       }
       printf "\nA quiet turn with 100k hot events between: %.2f times one with 1k (the log holds %.0fk events, %.0f MiB, in both). 1.0 would be no cost per hot event at all.\n", \
-        m(q2, "quiet_turn_ns") / m(q1, "quiet_turn_ns"), m(q2, "log_events") / 1000, m(q2, "log_mib")
+        (m(q1, "quiet_turn_ns") > 0 ? m(q2, "quiet_turn_ns") / m(q1, "quiet_turn_ns") : 0), m(q2, "log_events") / 1000, m(q2, "log_mib")
     }'
 }
 
+if want decoder; then decoder_rows >"$WORK/results/decoder.txt"; fi
+if want quiet; then
+  { quiet_rows "$WORK/quiet.json"; quiet_rows "$WORK/quiet_aa.json" | sed 's/^BM_HotAppend /AA /'; } >"$WORK/results/quiet.txt"
+fi
+TOTAL_S=$(($(date +%s) - T_START))
 {
   echo
   echo "## $(date -u '+%Y-%m-%d %H:%M UTC') — commit $commit"
@@ -240,7 +301,7 @@ quiet_section() {
     echo "QUIET_BENCH_WATCHERS=0 $QUIET_ENV ${QUIET_CMD[*]} --benchmark_filter=BM_HotAppend"
   fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout ceiling memory replay quiet_e2e; do
+  for part in fanout ceiling memory replay quiet_e2e etcd poll; do
     if want "$part"; then
       env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
       echo "tests/bench/${part}_bench.sh"
@@ -258,7 +319,7 @@ quiet_section() {
   if want quiet; then quiet_section; fi
   if want drain; then
     # shellcheck disable=SC1091  # drain_bench.sh's key=value lines
-    source "$WORK/drain.env"
+    source "$WORK/results/drain.env"
     verdict=$(awk -v r="$ratio" 'BEGIN { if (r >= 0.9) print "met"; else printf "missed by %.0f%% (%.2f of the 0.9 target)", 100 * (0.9 - r) / 0.9, r / 0.9 }')
     echo
     echo "Backlog drain, $rows Pods of ~$object_bytes bytes of jsonb, $rows_per_txn row(s) per transaction ($wal_bytes bytes of WAL; loaded at $load_rows_per_s rows/s), median of $reps:"
@@ -271,18 +332,42 @@ quiet_section() {
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout ceiling memory replay quiet_e2e; do
+  for part in fanout ceiling memory replay quiet_e2e etcd poll; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
+  echo
+  echo "Time per part, s (of the ${TOTAL_S} s in all; budget 1800 s on 2 cores):"
+  echo
+  echo "| $(awk '{ printf "%s%s", sep, $1; sep = " | " }' "$WORK/times.txt") |"
+  echo "|$(awk '{ printf "---|" }' "$WORK/times.txt")"
+  echo "| $(awk '{ printf "%s%s", sep, $2; sep = " | " }' "$WORK/times.txt") |"
 } >"$WORK/report.md"
 
 echo
 cat "$WORK/report.md"
+say "time per part (s): $(tr '\n' ' ' <"$WORK/times.txt")— ${TOTAL_S} s in all (budget 1800 s)"
 if [[ "${BENCH_NO_APPEND:-}" != 1 ]]; then
-  if [[ ! -f BENCHMARKS.md ]]; then
-    # shellcheck disable=SC2016  # backquotes are Markdown
-    printf '# walwatch benchmarks\n\nAppended by `make bench` (tests/bench/run-bench.sh).\n' >BENCHMARKS.md
-  fi
-  cat "$WORK/report.md" >>BENCHMARKS.md
-  say "appended to BENCHMARKS.md"
+  cat "$WORK/report.md" >>tests/bench/HISTORY.md
+  say "appended to tests/bench/HISTORY.md"
+  # The latest figures of each part that ran, with when, at which commit
+  # and by which command.
+  mkdir -p tests/bench/results
+  date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')
+  for part in "${PARTS[@]}"; do
+    want "$part" || continue
+    for f in "$WORK/results/$part".* "$WORK/results/${part}_"*; do
+      [[ -e "$f" ]] && cp "$f" tests/bench/results/
+    done
+    printf 'date=%s\ncommit=%s\nseconds=%s\n' "$date_utc" "$commit" \
+      "$(awk -v p="$part" '$1 == p { print $2 }' "$WORK/times.txt")" >"tests/bench/results/$part.meta"
+  done
+  printf 'date=%s\ncommit=%s\ntotal_seconds=%s\nonly=%s\nmachine=%s cores, %s, load %s before, %s after\n' \
+    "$date_utc" "$commit" "$TOTAL_S" "${ONLY:-all}" "$(nproc)" "$cpu" "$LOAD_BEFORE" "$LOAD_AFTER" >tests/bench/results/run.meta
+  cp "$WORK/times.txt" tests/bench/results/times.txt
+  tests/bench/plots.sh tests/bench/results tests/bench/plots
+  tests/bench/summary.sh tests/bench/results BENCHMARKS.md >"$WORK/BENCHMARKS.md"
+  cp "$WORK/BENCHMARKS.md" BENCHMARKS.md
+  say "rewrote BENCHMARKS.md and tests/bench/plots/"
+else
+  tests/bench/summary.sh "$WORK/results" | sed -n '/^| figure/,/^$/p'
 fi

@@ -3,7 +3,7 @@
 # SOAK_MINUTES (10), with walwatch's RSS and open descriptors sampled; both
 # must stay flat, and no watcher may lose, repeat or reorder an event.
 #
-#   tests/bench/soak.sh                 # 10 minutes, appends to BENCHMARKS.md
+#   tests/bench/soak.sh                 # 10 minutes, appends to tests/bench/HISTORY.md
 #   SOAK_MINUTES=1 SOAK_NO_APPEND=1 tests/bench/soak.sh   # a quick smoke run
 #
 # A throwaway PostgreSQL 15 + wal2json; walwatch with --max-log-bytes
@@ -26,7 +26,7 @@
 #   and every watcher still streaming, with zero errors, lost, duplicate or
 #   out-of-order events, and the writer's last write received by all.
 # Exit status 0 when all hold. The report (and samples.csv) is printed and,
-# unless SOAK_NO_APPEND=1, appended to BENCHMARKS.md.
+# unless SOAK_NO_APPEND=1, appended to tests/bench/HISTORY.md.
 #
 # Environment: SOAK_MINUTES (10), SOAK_WATCHERS (1000), SOAK_RATE (200),
 # SOAK_SAMPLE (10 s; 2 s when SOAK_MINUTES < 3), SOAK_MAX_LOG (see above),
@@ -158,7 +158,7 @@ report() {
 }
 report | tee "$DIR/report.md"
 if [[ "${SOAK_NO_APPEND:-}" != 1 ]]; then
-  cat "$DIR/report.md" >>"$ROOT/BENCHMARKS.md"
-  bench_say "appended to BENCHMARKS.md"
+  cat "$DIR/report.md" >>"$ROOT/tests/bench/HISTORY.md"
+  bench_say "appended to tests/bench/HISTORY.md"
 fi
 [[ "$verdict" == "flat, every event exactly once and in order" ]]

@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_args.h"  // same directory
+
 namespace {
 
 int64_t UnixNanos() {
@@ -88,22 +90,16 @@ int main(int argc, char** argv) {
   std::string socket_path, path;
   uint64_t want = 0;
   int timeout_s = 600;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--socket") {
-      socket_path = argv[i + 1];
-    } else if (flag == "--path") {
-      path = argv[i + 1];
-    } else if (flag == "--count") {
-      want = std::strtoull(argv[i + 1], nullptr, 10);
-    } else if (flag == "--timeout") {
-      timeout_s = std::atoi(argv[i + 1]);
-    } else {
-      Fail("unknown flag " + flag);
-    }
-  }
+  const walwatch::bench::Flags flags(
+      "watch_count",
+      "usage: watch_count --socket PATH --path PATH --count N [--timeout S]");
+  flags.Parse(argc, argv,
+              {{"--socket", &socket_path},
+               {"--path", &path},
+               {"--count", &want},
+               {"--timeout", &timeout_s}});
   if (socket_path.empty() || path.empty() || want == 0) {
-    Fail("usage: watch_count --socket PATH --path PATH --count N [--timeout S]");
+    flags.Usage("--socket, --path and --count are required");
   }
 
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Writes BENCHMARKS.md (on stdout) from make bench's latest figures: one table
+# of every figure with its goal, latest value, verdict, commit and command;
+# the goals met or missed; the plots with their readings; each part's time.
+#
+#   tests/bench/summary.sh RESULTS_DIR [OLD_BENCHMARKS_MD] >BENCHMARKS.md
+#
+# RESULTS_DIR: tests/bench/results/ (run-bench.sh). The readings under the
+# plots and the reasons for missed goals are written by a person: the text
+# between <!-- reading:ID --> and <!-- /reading:ID --> (and why:ID) in
+# OLD_BENCHMARKS_MD is carried over; new ones are placeholders.
+set -euo pipefail
+R=$1 OLD=${2:-}
+MED='function med(s,   n, a, i, j, t) { n = split(s, a, " "); for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t } return n == 0 ? "" : (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }'
+
+meta() { sed -n "s/^$2=//p" "$R/$1.meta" 2>/dev/null | head -n 1; }
+when() { local c d; c=$(meta "$1" commit) d=$(meta "$1" date); [[ -n "$c" ]] && echo "$c, $d" || echo "-"; }
+cmd() { echo "\`BENCH_ONLY=$1 make bench\`"; }
+has() { [[ -s "$R/$1" ]]; }
+# Fan-out: key over the runs of a case: med, max or all ("a, b, c").
+fan() {
+  has fanout.txt || return 0
+  awk -v how="$1" -v m="$2" -v n="$3" -v r="$4" -v key="$5" '$1 == m && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) { v = v " " kv[2]; if (max == "" || kv[2] + 0 > max) max = kv[2] + 0; all = all sep kv[2]; sep = ", " } } }
+    END { if (v == "") exit; if (how == "med") print med(v); else if (how == "max") print max; else print all } '"$MED" "$R/fanout.txt"
+}
+# Median of key over lines whose first word is $2 (etcd.txt, poll.txt, ...).
+med_of() {
+  has "$1" || return 0
+  awk -v c="$2" -v key="$3" -v first="${4:-3}" '$1 == c { for (i = first; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = v " " kv[2] } } END { if (v != "") print med(v) } '"$MED" "$R/$1"
+}
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && a + 0 < b + 0) }'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && a + 0 <= b + 0) }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+verdict() { if "$@"; then echo "**met**"; else echo "**missed**"; fi; }
+
+MISSED=()
+goal_row() {  # ID FIGURE GOAL VALUE VERDICT PART
+  echo "| $2 | $3 | $4 | $5 | $(when "$6") | $(cmd "$6") |"
+  [[ "$5" != "**missed**" ]] || MISSED+=("$1|$2")
+}
+info_row() { echo "| $1 | $2 | $3 | $4 | $(when "$5") | $(cmd "$5") |"; }
+na() { echo "not measured yet"; }
+
+# Text a person wrote between markers in the old BENCHMARKS.md, else $2.
+carried() {
+  local id=$1 default=$2 text=""
+  [[ -n "$OLD" && -f "$OLD" ]] && text=$(awk -v id="$id" '$0 == "<!-- " id " -->" { on = 1; next } $0 == "<!-- /" id " -->" { on = 0 } on' "$OLD")
+  echo "<!-- $id -->"
+  if [[ -n "$text" ]]; then echo "$text"; else echo "$default"; fi
+  echo "<!-- /$id -->"
+}
+
+cat <<HEAD
+# walwatch benchmarks
+
+Written by \`make bench\` (tests/bench/run-bench.sh, about 30 minutes on 2 cores) from the latest
+figures of each part in [tests/bench/results/](tests/bench/results/); the readings under the plots and
+the reasons for missed goals are written by a person and kept from run to run. Every run's full report,
+and every dated section written before this page, is in [tests/bench/HISTORY.md](tests/bench/HISTORY.md).
+Peers are measured in the same run as walwatch, on the same workload, and compared as ratios.
+
+Last run: $(sed -n 's/^date=//p' "$R/run.meta" 2>/dev/null || echo "-"), commit $(sed -n 's/^commit=//p' "$R/run.meta" 2>/dev/null || echo "-"), parts: $(sed -n 's/^only=//p' "$R/run.meta" 2>/dev/null || echo "-"), $(sed -n 's/^total_seconds=//p' "$R/run.meta" 2>/dev/null || echo "?") s in all (budget 1800 s); $(sed -n 's/^machine=//p' "$R/run.meta" 2>/dev/null || true).
+
+## Goals
+
+| figure | goal | latest | verdict | commit, date | command |
+|---|---|---|---|---|---|
+HEAD
+
+# 1. 1,000 watchers of one resource at 2,000 events/s, p99 in every run.
+all=$(fan all one 1000 2000 p99_ms) max=$(fan max one 1000 2000 p99_ms)
+if [[ -n "$max" ]]; then
+  goal_row g1 "1,000 watchers of one resource, 2,000 commits/s: p99 commit → client, every run" "< 50 ms in every run" "worst $max ms (runs: $all)" "$(verdict lt "$max" 50)" fanout
+else goal_row g1 "1,000 watchers of one resource, 2,000 commits/s" "< 50 ms in every run" "$(na)" "-" fanout; fi
+# 2. 5,000 selective watchers over 100 resources at 2,000 events/s.
+rate=$(awk '$1 == "mixed" && $2 == 5000 { print $3; exit }' "$R/fanout.txt" 2>/dev/null || true)
+max=$(fan max mixed 5000 "${rate:-2000}" p99_ms) all=$(fan all mixed 5000 "${rate:-2000}" p99_ms)
+if [[ -n "$max" ]]; then
+  goal_row g2 "5,000 selective watchers over 100 resources (mixed), ${rate} commits/s: p99" "< 50 ms" "worst $max ms (runs: $all)" "$(verdict lt "$max" 50)" fanout
+else goal_row g2 "5,000 selective watchers over 100 resources" "< 50 ms" "$(na)" "-" fanout; fi
+# 3, 4. etcd.
+if has etcd.txt && grep -q '^missing' "$R/etcd.txt"; then
+  goal_row g3 "walwatch p99 against etcd p99, same load" "walwatch ≤ etcd" "not measured: etcd is not installed" "-" etcd
+  goal_row g4 "idle memory per watcher against etcd" "walwatch ≤ ¼ of etcd" "not measured: etcd is not installed" "-" etcd
+elif has etcd.txt; then
+  vals="" ok=1
+  while read -r n r; do
+    w=$(awk -v n="$n" -v r="$r" '$1 == "walwatch" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "p99_ms") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
+    e=$(awk -v n="$n" -v r="$r" '$1 == "etcd" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "p99_ms") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
+    vals+="${vals:+; }$n × $r/s: $w against $e ms (etcd / walwatch $(ratio "$e" "$w"))"
+    le "$w" "$e" || ok=0
+  done < <(awk '$1 == "walwatch" { print $2, $3 }' "$R/etcd.txt" | sort -u -k1,1n -k2,2n)
+  goal_row g3 "walwatch p99 against etcd p99, same watchers, objects and rate" "walwatch ≤ etcd" "$vals" "$(verdict test $ok = 1)" etcd
+  ww=$(awk '$1 == "idle" { sub(/.*=/, "", $3); print $3 }' "$R/etcd.txt") et=$(awk '$1 == "idle" { sub(/.*=/, "", $4); print $4 }' "$R/etcd.txt")
+  n=$(awk '$1 == "idle" { print $2 }' "$R/etcd.txt")
+  goal_row g4 "idle memory per watcher ($n watchers, RSS growth), against etcd" "walwatch ≤ ¼ of etcd" "$ww against $et KiB (etcd / walwatch $(ratio "$et" "$ww"))" "$(verdict le "$(awk -v w="$ww" 'BEGIN { print 4 * w }')" "$et")" etcd
+else
+  goal_row g3 "walwatch p99 against etcd p99" "walwatch ≤ etcd" "$(na)" "-" etcd
+  goal_row g4 "idle memory per watcher against etcd" "walwatch ≤ ¼ of etcd" "$(na)" "-" etcd
+fi
+# 5. Drain.
+if has drain.env; then
+  w=$(sed -n 's/^walwatch_rows_per_s=//p' "$R/drain.env") p=$(sed -n 's/^recvlogical_rows_per_s=//p' "$R/drain.env") rows=$(sed -n 's/^rows=//p' "$R/drain.env")
+  tr=$(awk -v w="$w" -v p="$p" 'BEGIN { printf "%.2f", p / w }')
+  goal_row g5 "backlog drain, $rows Pods of ~3.5 KB: walwatch's time against pg_recvlogical's" "≤ 1.11 ×" "$tr × ($w against $p rows/s)" "$(verdict le "$tr" 1.11)" drain
+else goal_row g5 "backlog drain against pg_recvlogical" "≤ 1.11 ×" "$(na)" "-" drain; fi
+# 6. Polling at 100 ms.
+if has poll.txt && grep -q '^poll-100 ' "$R/poll.txt"; then
+  wp=$(med_of poll.txt walwatch p50_ms) pp=$(med_of poll.txt poll-100 p50_ms)
+  wc=$(med_of poll.txt walwatch reader_cpu) pc=$(med_of poll.txt poll-100 reader_cpu)
+  wq=$(med_of poll.txt poll-100 queries_per_s)
+  ok=0; awk -v a="$pp" -v b="$wp" 'BEGIN { exit !(b > 0 && a / b >= 10) }' && lt "$wc" "$pc" && ok=1
+  goal_row g6 "polling every 100 ms (100 resources, $wq queries/s) against walwatch: p50, and PostgreSQL's CPU for the reader" "walwatch p50 ≥ 10 × lower, and less CPU" "p50 $wp against $pp ms ($(ratio "$pp" "$wp") ×); CPU $wc % (walsender) against $pc % (poll backends)" "$(verdict test $ok = 1)" poll
+else goal_row g6 "polling every 100 ms against walwatch" "walwatch p50 ≥ 10 × lower, and less CPU" "$(na)" "-" poll; fi
+
+cat <<MID
+
+## Every figure
+
+| figure | target or reference | latest | verdict | commit, date | command |
+|---|---|---|---|---|---|
+MID
+if has decoder.txt; then
+  lo=$(awk '$1 == "Decode" { v = $4 / 1e9; if (lo == "" || v < lo) lo = v } END { printf "%.2f", lo }' "$R/decoder.txt")
+  hi=$(awk '$1 == "Decode" { v = $4 / 1e9; if (v > hi) hi = v } END { printf "%.2f", hi }' "$R/decoder.txt")
+  info_row "decoder (wal2json → row), one core, objects of 1 to 65 KB" "≥ 1 GB/s or ≥ ½ of raw simdjson" "$lo – $hi GB/s" decoder
+fi
+if has quiet.txt; then
+  q=$(awk '$1 == "BM_HotAppend" && $2 == "median" && $3 == "watched_over_bare" { print $4 }' "$R/quiet.txt")
+  info_row "event log: appender's cost with 1,000 quiet watchers waiting (with / without)" "≈ 1" "$(printf '%.2f' "${q:-0}")" quiet
+fi
+if has drain.txt; then
+  while read -r k ds cpu; do
+    info_row "$k replicas draining one backlog at once (a slot each)" "reference" "drain $ds s, primary CPU $cpu s per replica" drain
+  done < <(awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["drain_s"], v["primary_cpu_s_per_replica"] }' "$R/drain.txt")
+fi
+if has fanout.txt; then
+  for c in "one 1000 1000" "one 5000 100" "one 1 5000"; do
+    read -r m n r <<<"$c"
+    p=$(fan med "$m" "$n" "$r" p99_ms)
+    [[ -z "$p" ]] || info_row "fan-out $n watchers × $r commits/s: p50 / p99, walwatch CPU" "reference (plots)" "$(fan med "$m" "$n" "$r" p50_ms) / $p ms, $(fan med "$m" "$n" "$r" ww_cpu) % of a core" fanout
+  done
+  while read -r n r; do
+    info_row "mixed workload, $n selective watchers, $r commits/s: p50 / p99, deliveries/s, walwatch CPU, 410s" "p99 < 50 ms, 0 410s" "$(fan med mixed "$n" "$r" p50_ms) / $(fan med mixed "$n" "$r" p99_ms) ms, $(fan med mixed "$n" "$r" deliveries_per_s)/s, $(fan med mixed "$n" "$r" ww_cpu) %, 410s: $(fan all mixed "$n" "$r" e410)" fanout
+  done < <(awk '$1 == "mixed" { print $2, $3 }' "$R/fanout.txt" | sort -u -k1,1n)
+fi
+if has ceiling.txt; then
+  while read -r spec; do
+    info_row "ideal server (no database), $spec (watchers:rate:batch:threads[:write]): p99" "what the machine allows" "$(med_of ceiling.txt "$spec" p99_ms) ms" ceiling
+  done < <(awk '{ print $1 }' "$R/ceiling.txt" | sort -u)
+fi
+if has memory.txt; then
+  while read -r n per; do
+    info_row "idle watcher, walwatch RSS, $n watchers" "≤ 16 KB" "$per KiB" memory
+  done < <(awk '$1 == "idle" { print $2, $5 }' "$R/memory.txt")
+  while read -r b rw; do
+    info_row "event log RSS per wire byte, $b-byte objects" "≤ 1.1" "$rw" memory
+  done < <(awk '$1 == "log" { print $2, $5 }' "$R/memory.txt")
+fi
+if has replay.txt; then
+  info_row "restart: window of $(awk '{ sub(/events=/, "", $1); print $1; exit }' "$R/replay.txt") events rebuilt after" "reference" "$(awk '{ print $3 }' "$R/replay.txt" | sort -g | head -n 1) s (best of $(wc -l <"$R/replay.txt"))" replay
+fi
+if has quiet_e2e.txt; then
+  b=$(med_of quiet_e2e.txt 0 ww_us_per_commit) n=$(awk '$1 != 0 { print $1; exit }' "$R/quiet_e2e.txt")
+  w=$(med_of quiet_e2e.txt "$n" ww_us_per_commit)
+  e=$(awk -v n="$n" '$1 == n { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "e410") s += kv[2] } } END { print s + 0 }' "$R/quiet_e2e.txt")
+  info_row "hot resource's cost with $n quiet watchers: walwatch CPU per hot commit, with / without; their 410s" "≈ 1; 0 410s" "$(ratio "$w" "$b") ($w / $b µs); 410s: $e" quiet_e2e
+fi
+if has etcd.txt && ! grep -q '^missing' "$R/etcd.txt"; then
+  while read -r n r; do
+    w=$(awk -v n="$n" -v r="$r" '$1 == "walwatch" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cpu_us_per_delivery") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
+    e=$(awk -v n="$n" -v r="$r" '$1 == "etcd" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cpu_us_per_delivery") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
+    info_row "CPU per delivered event, $n watchers × $r/s: walwatch + PostgreSQL against etcd" "ratio" "$w against $e µs (etcd / walwatch $(ratio "$e" "$w"))" etcd
+  done < <(awk '$1 == "walwatch" { print $2, $3 }' "$R/etcd.txt" | sort -u -k1,1n -k2,2n)
+fi
+if has poll.txt; then
+  for c in walwatch poll-1000 poll-100; do
+    grep -q "^$c " "$R/poll.txt" || continue
+    info_row "reader $c (spread, 100 resources): p50 / p99, queries/s, PostgreSQL CPU (reader / all)" "reference" "$(med_of poll.txt "$c" p50_ms) / $(med_of poll.txt "$c" p99_ms) ms, $(med_of poll.txt "$c" queries_per_s)/s, $(med_of poll.txt "$c" reader_cpu) / $(med_of poll.txt "$c" pg_cpu) %" poll
+  done
+fi
+
+if ((${#MISSED[@]})); then
+  echo
+  echo "## Why a goal is missed"
+  echo
+  echo "Each reason comes from a profile of the case (perf record -g on walwatch and the machine during it;"
+  echo "drain_bench.sh records one with BENCH_PERF_DIR), not from a guess."
+  for m in "${MISSED[@]}"; do
+    echo
+    echo "**${m#*|}**"
+    echo
+    carried "why:${m%%|*}" "_Missed: the profile-based reason is to be written here after the full run on a quiet machine._"
+  done
+fi
+
+echo
+echo "## Plots"
+plot_section() {  # ID TITLE
+  [[ -e "tests/bench/plots/$1.svg" ]] || return 0
+  echo
+  echo "### $2"
+  echo
+  echo "![$2](tests/bench/plots/$1.svg)"
+  echo
+  carried "reading:$1" "_Reading: to be written by a person after the full run on a quiet machine._"
+}
+plot_section latency_watchers "Commit → client latency against watchers"
+plot_section latency_rate "Commit → client latency against the write rate"
+plot_section peers "walwatch, etcd and polling on the same workload"
+plot_section idle_memory "Memory per idle watcher"
+plot_section drain "Backlog drain beside pg_recvlogical"
+plot_section replicas "Replicas on one primary"
+plot_section quiet "A hot resource's cost to quiet watchers"
+
+if [[ -s "$R/times.txt" ]]; then
+  echo
+  echo "## Time per part (last run)"
+  echo
+  echo "| $(awk '{ printf "%s%s", sep, $1; sep = " | " }' "$R/times.txt") | all |"
+  echo "|$(awk '{ printf "---|" }' "$R/times.txt")---|"
+  echo "| $(awk '{ printf "%s%s s", sep, $2; sep = " | " }' "$R/times.txt") | $(sed -n 's/^total_seconds=//p' "$R/run.meta") s |"
+fi
