@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cdc/base/clock.h"
+
 namespace walwatch {
 
 namespace {
@@ -126,7 +128,6 @@ namespace {
 // or `stop` was raised.
 bool WaitForResult(PGconn* conn, const PgStop* stop,
                    std::chrono::milliseconds timeout, std::string* error) {
-  using Clock = std::chrono::steady_clock;
   const bool bounded = timeout.count() > 0;
   const Clock::time_point deadline = Clock::now() + timeout;
   while (PQisBusy(conn)) {

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
 #include "cdc/pg_checks.h"
@@ -19,7 +21,6 @@
 #include "cdc/transaction_assembler.h"
 #include "cdc/wal2json_decoder.h"
 #include "watchserver/event_log.h"
-#include "watchserver/logging.h"
 #include "watchserver/resource_catalog.h"
 #include "watchserver/wire_arena.h"
 
@@ -27,16 +28,8 @@ namespace walwatch {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 constexpr int64_t kPgEpochOffsetMicros = 946684800LL * 1000000;
-
-int64_t NowUnixMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 uint64_t ReadBe64(const char* p) {
   uint64_t v = 0;

@@ -2,9 +2,9 @@
 
 #include <cctype>
 
+#include "cdc/base/logging.h"
 #include "cdc/lsn.h"
 #include "cdc/pg_conn.h"
-#include "watchserver/logging.h"
 
 namespace walwatch {
 

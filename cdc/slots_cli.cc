@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cdc/base/cli_args.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
-#include "watchserver/cli_args.h"
 #include "watchserver/config.h"
 
 namespace walwatch {

@@ -2,12 +2,12 @@
 
 #include <optional>
 
+#include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
 #include "watchserver/event_log.h"
-#include "watchserver/logging.h"
 
 namespace walwatch {
 

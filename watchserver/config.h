@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "watchserver/logging.h"
+#include "cdc/base/logging.h"
 
 namespace walwatch {
 

@@ -24,7 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "watchserver/logging.h"
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "watchserver/watch_session.h"
 
 namespace walwatch {
@@ -167,7 +168,6 @@ class Listener : public std::enable_shared_from_this<Listener> {
   const std::shared_ptr<ServerContext> context_;
   bool stopped_ = false;  // on the acceptor's strand
   // Refusals past the limit are logged at most once per interval.
-  using Clock = std::chrono::steady_clock;
   static constexpr auto kRefusalLogInterval = std::chrono::seconds(10);
   Clock::time_point refused_logged_;  // on the acceptor's strand
 };

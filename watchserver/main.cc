@@ -17,6 +17,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "cdc/lsn.h"
 #include "cdc/replication_stream.h"
 #include "cdc/slot_monitor.h"
@@ -26,12 +28,11 @@
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
-#include "watchserver/logging.h"
+#include "watchserver/kinds_file.h"
 #include "watchserver/metrics.h"
 #include "watchserver/ops_server.h"
-#include "watchserver/watch_cli.h"
-#include "watchserver/kinds_file.h"
 #include "watchserver/resource_catalog.h"
+#include "watchserver/watch_cli.h"
 
 extern char** environ;
 
@@ -200,10 +201,7 @@ void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
                 uint64_t server = monitor.server_wal_lsn();
                 int64_t commit = s.last_commit_time_us.load();
                 if (server <= s.decoded_lsn.load() || commit == 0) return 0.0;
-                int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-                return std::max(0.0, (now - commit) / 1e6);
+                return std::max(0.0, (NowUnixMicros() - commit) / 1e6);
               });
   m->AddGauge("walwatch_last_commit_timestamp_seconds",
               "Commit time of the last transaction received (Unix seconds).",

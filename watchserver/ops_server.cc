@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "watchserver/logging.h"
+#include "cdc/base/logging.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
 

@@ -1,5 +1,7 @@
 #include "watchserver/state_source.h"
 
+#include "cdc/base/clock.h"
+
 namespace walwatch {
 
 namespace {
@@ -62,7 +64,6 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
     };
     // The overall bound (from the stream's start) and the stall window (the
     // producer's waits since the window began), whichever ends first.
-    using Clock = std::chrono::steady_clock;
     const bool overall = timeout_.count() > 0;
     const bool stall = stall_timeout_.count() > 0;
     std::string failure;  // empty: room, or cancelled

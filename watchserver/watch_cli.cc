@@ -13,7 +13,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
-#include "watchserver/cli_args.h"
+#include "cdc/base/cli_args.h"
 
 namespace walwatch {
 

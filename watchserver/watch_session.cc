@@ -13,8 +13,9 @@
 #include <tuple>
 #include <utility>
 
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "watchserver/event_log.h"
-#include "watchserver/logging.h"
 
 namespace walwatch {
 
@@ -47,7 +48,6 @@ bool IsHttpParseError(const boost::system::error_code& ec) {
 }  // namespace
 
 void LogBufferBudgetRefusal(const char* what, size_t limit) {
-  using Clock = std::chrono::steady_clock;
   static std::atomic<int64_t> last_logged{INT64_MIN};
   const int64_t now = Clock::now().time_since_epoch().count();
   const int64_t interval =

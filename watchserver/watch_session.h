@@ -50,12 +50,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "watchserver/connection_budget.h"
 #include "watchserver/event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
-#include "watchserver/logging.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
 #include "watchserver/resource_catalog.h"
@@ -176,7 +177,6 @@ class WatchSession : public std::enable_shared_from_this<WatchSession> {
     kWatchStartRv,  // a fresh RV to start a watch from (no initial events)
   };
   using ErrorCode = boost::system::error_code;
-  using Clock = std::chrono::steady_clock;
 
   // How long a request waits for the StateSource's answer (the state's RV,
   // a handoff, a fresh RV) before 504: its workers may all be busy reading

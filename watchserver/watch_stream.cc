@@ -22,8 +22,9 @@
 #include <string_view>
 #include <utility>
 
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
 #include "watchserver/event_log.h"
-#include "watchserver/logging.h"
 #include "watchserver/resource_catalog.h"
 #include "watchserver/watch_session.h"
 
@@ -65,12 +66,6 @@ std::chrono::milliseconds BookmarkDelay(std::chrono::milliseconds interval) {
       0, std::max<int64_t>(0, interval.count() / 20))(Rng());
   return std::chrono::milliseconds(
       std::max<int64_t>(1, interval.count() - jitter));
-}
-
-int64_t NowUnixMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Moves events from `from` (starting at *next) into a batch of at most

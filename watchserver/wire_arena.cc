@@ -12,7 +12,7 @@
 #include <new>
 #include <vector>
 
-#include "watchserver/logging.h"
+#include "cdc/base/logging.h"
 
 namespace walwatch {
 

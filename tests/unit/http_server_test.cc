@@ -40,9 +40,9 @@
 #include <thread>
 #include <vector>
 
+#include "cdc/base/logging.h"
 #include "watchserver/event.h"
 #include "watchserver/event_log.h"
-#include "watchserver/logging.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
 #include "watchserver/resource_catalog.h"

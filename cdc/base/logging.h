@@ -2,8 +2,8 @@
 //   {"time":"2026-12-02T13:21:36.726Z","level":"info","msg":"...", <fields>}
 // Thread safety: every function may be called from any thread; a line is
 // written with one write(2) so lines from different threads never interleave.
-#ifndef WALWATCH_WATCHSERVER_LOGGING_H_
-#define WALWATCH_WATCHSERVER_LOGGING_H_
+#ifndef WALWATCH_CDC_BASE_LOGGING_H_
+#define WALWATCH_CDC_BASE_LOGGING_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -60,4 +60,4 @@ void AppendJsonString(std::string* out, std::string_view s);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_LOGGING_H_
+#endif  // WALWATCH_CDC_BASE_LOGGING_H_

@@ -2,8 +2,8 @@
 // `walwatch slots`), which take `--flag value` and `--flag=value` like the
 // main flags (watchserver/config.h), without the main flags' env handling.
 // Header-only; used by one thread.
-#ifndef WALWATCH_WATCHSERVER_CLI_ARGS_H_
-#define WALWATCH_WATCHSERVER_CLI_ARGS_H_
+#ifndef WALWATCH_CDC_BASE_CLI_ARGS_H_
+#define WALWATCH_CDC_BASE_CLI_ARGS_H_
 
 #include <string>
 
@@ -46,4 +46,4 @@ class ArgCursor {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_CLI_ARGS_H_
+#endif  // WALWATCH_CDC_BASE_CLI_ARGS_H_

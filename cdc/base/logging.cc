@@ -1,4 +1,4 @@
-#include "watchserver/logging.h"
+#include "cdc/base/logging.h"
 
 #include <errno.h>
 #include <poll.h>
