@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cdc/base/cli_args.h"
+#include "cdc/base/text.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
-#include "watchserver/config.h"
 
 namespace walwatch {
 

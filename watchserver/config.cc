@@ -1,7 +1,5 @@
 #include "watchserver/config.h"
 
-#include "watchserver/peer_credentials.h"
-
 #include <arpa/inet.h>
 #include <sys/un.h>
 
@@ -10,6 +8,9 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "cdc/base/text.h"
+#include "watchserver/peer_credentials.h"
 
 namespace walwatch {
 namespace {
@@ -25,29 +26,6 @@ constexpr char kRedacted[] = "********";
 // Value syntaxes. Each Parse* returns false for text it does not accept.
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// A run of decimal digits at the front of *text, consumed. False if there is
-// none or it does not fit in uint64_t.
-bool ConsumeUnsigned(std::string_view* text, uint64_t* value) {
-  size_t i = 0;
-  uint64_t v = 0;
-  while (i < text->size() && IsDigit((*text)[i])) {
-    if (__builtin_mul_overflow(v, 10, &v) ||
-        __builtin_add_overflow(v, static_cast<uint64_t>((*text)[i] - '0'),
-                               &v)) {
-      return false;
-    }
-    ++i;
-  }
-  if (i == 0) return false;
-  text->remove_prefix(i);
-  *value = v;
-  return true;
-}
-
-bool ParseUnsigned(std::string_view text, uint64_t* value) {
-  return ConsumeUnsigned(&text, value) && text.empty();
-}
 
 bool ParseBool(std::string_view text, bool* value) {
   if (text == "true" || text == "1") {
@@ -788,26 +766,6 @@ bool FindKeywordSecrets(std::string_view s, std::vector<Span>* secrets) {
   }
 }
 
-std::string PercentDecode(std::string_view s) {
-  auto hex = [](char c) -> int {
-    if (IsDigit(c)) return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 &&
-        hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 // URI form: postgresql://[user[:password]@][hosts][/dbname][?key=value&...].
 // Two independent passes, erring toward redacting too much: a password typed
 // with a raw '@', '/' or '?' (libpq wants them percent-encoded) must not leak.
@@ -829,10 +787,15 @@ void FindUriSecrets(std::string_view s, size_t prefix_len,
     if (end == std::string_view::npos) end = s.size();
     const std::string_view param = s.substr(i, end - i);
     const size_t eq = param.find('=');
-    if (eq != std::string_view::npos &&
-        IsSecretKey(PercentDecode(param.substr(0, eq))) &&
-        eq + 1 < param.size()) {
-      secrets->emplace_back(i + eq + 1, end);
+    if (eq != std::string_view::npos && eq + 1 < param.size()) {
+      // A key with a malformed escape is taken as written: it names no
+      // secret (and libpq refuses the URI).
+      const std::string_view raw_key = param.substr(0, eq);
+      std::string key;
+      if (!PercentDecode(raw_key, /*plus_is_space=*/false, &key)) {
+        key.assign(raw_key);
+      }
+      if (IsSecretKey(key)) secrets->emplace_back(i + eq + 1, end);
     }
     i = end + 1;
   }
@@ -1035,47 +998,6 @@ std::string ConfigToJson(const Config& config) {
   }
   out += '}';
   return out;
-}
-
-
-
-// "500ms", "30s", "10m", "1h", "1h30m"; a bare integer is seconds.
-bool ParseDuration(std::string_view text, std::chrono::milliseconds* value) {
-  struct Unit {
-    std::string_view suffix;
-    int64_t ms;
-  };
-  static constexpr Unit kUnits[] = {
-      {"h", 3600000}, {"m", 60000}, {"s", 1000}, {"ms", 1}};
-  constexpr uint64_t kMaxMs = uint64_t{INT64_MAX};
-
-  uint64_t n = 0;
-  if (ParseUnsigned(text, &n)) {
-    if (n > kMaxMs / 1000) return false;
-    *value = milliseconds(static_cast<int64_t>(n * 1000));
-    return true;
-  }
-  if (text.empty()) return false;
-  uint64_t total = 0;
-  size_t next_unit = 0;  // Units must come largest first, each at most once.
-  while (!text.empty()) {
-    if (!ConsumeUnsigned(&text, &n)) return false;
-    size_t len = 0;
-    while (len < text.size() && !IsDigit(text[len])) ++len;
-    const std::string_view suffix = text.substr(0, len);
-    text.remove_prefix(len);
-    size_t u = next_unit;
-    while (u < std::size(kUnits) && kUnits[u].suffix != suffix) ++u;
-    if (u == std::size(kUnits)) return false;
-    next_unit = u + 1;
-    uint64_t part;
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(kUnits[u].ms), &part) ||
-        __builtin_add_overflow(total, part, &total) || total > kMaxMs) {
-      return false;
-    }
-  }
-  *value = milliseconds(static_cast<int64_t>(total));
-  return true;
 }
 
 std::string SlotNameFrom(std::string_view text) {

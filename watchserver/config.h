@@ -160,10 +160,6 @@ std::string HelpText();
 // password in the conninfo is replaced by "********".
 std::string ConfigToJson(const Config& config);
 
-// Parses a duration as the flags take it ("30s", "10m", "1h30m", "500ms",
-// or bare seconds). Returns false for anything else.
-bool ParseDuration(std::string_view text, std::chrono::milliseconds* value);
-
 // A valid slot name ([a-z0-9_]{1,63}) made from any text, for --slot-from.
 std::string SlotNameFrom(std::string_view text);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cdc/base/text.h"
 #include "watchserver/watch_request.h"
 
 namespace walwatch {
@@ -769,14 +770,6 @@ bool SplitTerm(std::string_view term, std::string_view* lhs, bool* equal,
   return false;
 }
 
-// Bytes in the UTF-8 sequence that starts with `lead` (1 when invalid).
-size_t Utf8SequenceLength(unsigned char lead) {
-  if (lead >= 0xf0 && lead <= 0xf4) return 4;
-  if (lead >= 0xe0) return lead <= 0xef ? 3 : 1;
-  if (lead >= 0xc2) return 2;
-  return 1;
-}
-
 // fields.UnescapeValue.
 std::string UnescapeValue(std::string_view s, std::string* out) {
   out->clear();
@@ -790,8 +783,10 @@ std::string UnescapeValue(std::string_view s, std::string* out) {
         out->push_back(c);
         continue;
       }
-      size_t n = std::min(Utf8SequenceLength(static_cast<unsigned char>(c)),
-                          s.size() - i);
+      // The bytes its lead byte announces (1 when it leads no sequence).
+      size_t n = std::min(
+          std::max<size_t>(Utf8LeadLength(static_cast<unsigned char>(c)), 1),
+          s.size() - i);
       return "invalid field selector: invalid escape sequence: \\" +
              Printable(s.substr(i, n));
     }

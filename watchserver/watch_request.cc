@@ -4,18 +4,12 @@
 #include <simdjson.h>
 #include <vector>
 
+#include "cdc/base/text.h"
 #include "watchserver/event_log.h"
 
 namespace walwatch {
 
 namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // Quotes `value` for an error message, the way Go's %q would show it.
 std::string Quoted(std::string_view value) {
@@ -286,27 +280,6 @@ ParsedRequest Fail(RequestError error) {
 
 }  // namespace
 
-bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out) {
-  out->clear();
-  out->reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) return false;  // needs two hex digits
-      int hi = HexValue(in[i + 1]);
-      int lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) return false;
-      out->push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out->push_back(' ');
-    } else {
-      out->push_back(c);
-    }
-  }
-  return true;
-}
-
 bool ParsePgLsn(std::string_view text, uint64_t* lsn) {
   size_t slash = text.find('/');
   if (slash == std::string_view::npos) return false;
@@ -314,7 +287,7 @@ bool ParsePgLsn(std::string_view text, uint64_t* lsn) {
     if (s.empty() || s.size() > 8) return false;
     uint64_t x = 0;
     for (char c : s) {
-      int d = HexValue(c);
+      int d = HexDigitValue(c);
       if (d < 0) return false;
       x = x * 16 + static_cast<uint64_t>(d);
     }

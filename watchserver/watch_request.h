@@ -92,10 +92,6 @@ struct ParsedRequest {
 // rejects, with its messages and causes.
 ParsedRequest ParseRequest(std::string_view method, std::string_view target);
 
-// Percent-decodes `in` into `out`. With `plus_is_space`, '+' decodes to ' '
-// (query strings). Returns false on a malformed escape.
-bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out);
-
 // Parses PostgreSQL's pg_lsn text form "X/Y" (two hexadecimal numbers of at
 // most 8 digits each) into the 64-bit position (X << 32) | Y.
 bool ParsePgLsn(std::string_view text, uint64_t* lsn);

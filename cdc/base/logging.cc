@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "cdc/base/text.h"
+
 namespace walwatch {
 namespace {
 
@@ -84,41 +86,6 @@ void WriteLine(const std::string& line) {
     }
     return;  // Nowhere to report a failure to log.
   }
-}
-
-// Length of the well-formed UTF-8 sequence at s[i], or 0 if there is none.
-// Sets *consumed to how many bytes form the maximal ill-formed subpart, so
-// that each one becomes a single U+FFFD (Unicode 15, section 3.9, "U+FFFD
-// Substitution of Maximal Subparts").
-size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* consumed) {
-  auto byte = [&](size_t at) { return static_cast<unsigned char>(s[at]); };
-  const unsigned char lead = byte(i);
-  size_t need;
-  unsigned char lo = 0x80, hi = 0xBF;  // Allowed range of the 2nd byte.
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    need = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    need = 3;
-    if (lead == 0xE0) lo = 0xA0;  // Overlong.
-    if (lead == 0xED) hi = 0x9F;  // UTF-16 surrogates.
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    need = 4;
-    if (lead == 0xF0) lo = 0x90;  // Overlong.
-    if (lead == 0xF4) hi = 0x8F;  // Above U+10FFFF.
-  } else {
-    *consumed = 1;  // Stray continuation byte, C0, C1 or F5..FF.
-    return 0;
-  }
-  size_t n = 1;
-  while (n < need && i + n < s.size()) {
-    const unsigned char c = byte(i + n);
-    const bool ok = n == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
-    if (!ok) break;
-    ++n;
-  }
-  if (n == need) return need;
-  *consumed = n;
-  return 0;
 }
 
 }  // namespace

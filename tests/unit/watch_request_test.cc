@@ -370,18 +370,5 @@ TEST(WatchRequest, ParsePgLsn) {
   }
 }
 
-TEST(WatchRequest, PercentDecode) {
-  std::string out;
-  EXPECT_TRUE(PercentDecode("a%20b+c", false, &out));
-  EXPECT_EQ(out, "a b+c");
-  EXPECT_TRUE(PercentDecode("a%20b+c", true, &out));
-  EXPECT_EQ(out, "a b c");
-  EXPECT_TRUE(PercentDecode("%e2%9C%93", false, &out));
-  EXPECT_EQ(out, "\xe2\x9c\x93");
-  EXPECT_FALSE(PercentDecode("%", false, &out));
-  EXPECT_FALSE(PercentDecode("%a", false, &out));
-  EXPECT_FALSE(PercentDecode("%ag", false, &out));
-}
-
 }  // namespace
 }  // namespace walwatch
