@@ -1,6 +1,5 @@
 #include "watchserver/config.h"
 
-#include <arpa/inet.h>
 #include <sys/un.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "cdc/base/text.h"
+#include "watchserver/loopback_address.h"
 #include "watchserver/peer_credentials.h"
 
 namespace walwatch {
@@ -122,36 +122,6 @@ bool IsValidSlotName(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || IsDigit(c) || c == '_';
   });
-}
-
-// "127.0.0.1:8080" (any 127.0.0.0/8 address) or "[::1]:8080". The TCP
-// listener serves the same unauthenticated API as the socket, so it must not
-// be reachable from outside the host.
-bool ParseLoopbackListen(std::string_view text, std::string* address,
-                         uint16_t* port) {
-  std::string_view host;
-  std::string_view port_text;
-  if (!text.empty() && text.front() == '[') {
-    const size_t close = text.find("]:");
-    if (close == std::string_view::npos) return false;
-    host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-    if (host != "::1") return false;
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return false;
-    host = text.substr(0, colon);
-    port_text = text.substr(colon + 1);
-    in_addr addr{};
-    const std::string host_string(host);
-    if (inet_pton(AF_INET, host_string.c_str(), &addr) != 1) return false;
-    if ((ntohl(addr.s_addr) >> 24) != 127) return false;
-  }
-  uint64_t p;
-  if (!ParseUnsigned(port_text, &p) || p < 1 || p > 65535) return false;
-  *address = std::string(host);
-  *port = static_cast<uint16_t>(p);
-  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -351,8 +321,10 @@ const Flag kFlags[] = {
          c->tcp_listen_port = 0;
          return "";
        }
-       if (!ParseLoopbackListen(t, &c->tcp_listen_address,
-                                &c->tcp_listen_port)) {
+       // Port 0 (any free port) is for tests: kubectl needs to know it.
+       if (!ParseLoopbackAddress(t, &c->tcp_listen_address,
+                                 &c->tcp_listen_port) ||
+           c->tcp_listen_port == 0) {
          return "expected a loopback address and port such as "
                 "127.0.0.1:8080";
        }

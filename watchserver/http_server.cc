@@ -26,6 +26,7 @@
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
+#include "watchserver/loopback_address.h"
 #include "watchserver/watch_session.h"
 
 namespace walwatch {
@@ -185,34 +186,18 @@ std::string Listen(Acceptor* acceptor, const Protocol::endpoint& endpoint,
   return "";
 }
 
-// Parses "127.0.0.1:PORT" or "[::1]:PORT"; the address must be loopback.
+// The endpoint of `text` (loopback_address.h), or "" and an error.
 std::string ParseLoopback(const std::string& text,
                           net::ip::tcp::endpoint* out) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon + 1 == text.size()) {
-    return "tcp_listen \"" + text + "\": want ADDRESS:PORT";
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  boost::system::error_code ec;
-  net::ip::address address = net::ip::make_address(host, ec);
-  if (ec) return "tcp_listen \"" + text + "\": not a numeric IP address";
-  if (!address.is_loopback()) {
+  std::string host;
+  uint16_t port = 0;
+  if (!ParseLoopbackAddress(text, &host, &port)) {
     return "tcp_listen \"" + text +
-           "\": refusing a non-loopback address (walwatch has no "
-           "authentication; use the Unix socket)";
+           "\": expected a loopback address and port such as 127.0.0.1:8080 "
+           "or [::1]:8080 (walwatch has no authentication; use the Unix "
+           "socket)";
   }
-  unsigned long port = 0;
-  for (char c : text.substr(colon + 1)) {
-    if (c < '0' || c > '9' || port > 65535) {
-      return "tcp_listen \"" + text + "\": invalid port";
-    }
-    port = port * 10 + static_cast<unsigned long>(c - '0');
-  }
-  if (port > 65535) return "tcp_listen \"" + text + "\": invalid port";
-  *out = net::ip::tcp::endpoint(address, static_cast<unsigned short>(port));
+  *out = net::ip::tcp::endpoint(net::ip::make_address(host), port);
   return "";
 }
 

@@ -32,8 +32,9 @@ struct HttpServerOptions {
   // Unix socket peers allowed by uid/gid (SO_PEERCRED); unrestricted if
   // empty. A refused connection is closed and logged.
   PeerPolicy peers;
-  // Optional "127.0.0.1:PORT" (loopback only) for clients that cannot speak
-  // to a Unix socket. Empty: no TCP listener.
+  // Optional "127.0.0.1:PORT" or "[::1]:PORT" (loopback only, by
+  // loopback_address.h's rule; port 0: any free one) for clients that cannot
+  // speak to a Unix socket. Empty: no TCP listener.
   std::string tcp_listen;
   // How long a watch with a resourceVersion newer than walwatch has seen
   // waits for it before answering 504 (the apiserver waits 3 s).
