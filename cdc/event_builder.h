@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "cdc/model/event.h"
+#include "cdc/model/wire_arena.h"
 #include "cdc/transaction_assembler.h"
-#include "watchserver/event.h"
-#include "watchserver/wire_arena.h"
 
 namespace walwatch {
 

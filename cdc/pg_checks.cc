@@ -1,8 +1,8 @@
 #include "cdc/pg_checks.h"
 
 #include "cdc/lsn.h"
+#include "cdc/model/resource_catalog.h"
 #include "cdc/pg_conn.h"
-#include "watchserver/resource_catalog.h"
 
 namespace walwatch {
 

@@ -16,13 +16,13 @@
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
+#include "cdc/model/resource_catalog.h"
+#include "cdc/model/wire_arena.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
 #include "cdc/transaction_assembler.h"
 #include "cdc/wal2json_decoder.h"
 #include "watchserver/event_log.h"
-#include "watchserver/resource_catalog.h"
-#include "watchserver/wire_arena.h"
 
 namespace walwatch {
 

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "cdc/model/state_source.h"
 #include "schema/table_mapping.h"
-#include "watchserver/state_source.h"
 
 namespace walwatch {
 

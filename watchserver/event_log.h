@@ -39,7 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 
 namespace walwatch {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "watchserver/resource_catalog.h"
+#include "cdc/model/resource_catalog.h"
 
 namespace walwatch {
 

@@ -20,6 +20,7 @@
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
 #include "cdc/lsn.h"
+#include "cdc/model/resource_catalog.h"
 #include "cdc/replication_stream.h"
 #include "cdc/slot_monitor.h"
 #include "cdc/slots_cli.h"
@@ -31,7 +32,6 @@
 #include "watchserver/kinds_file.h"
 #include "watchserver/metrics.h"
 #include "watchserver/ops_server.h"
-#include "watchserver/resource_catalog.h"
 #include "watchserver/watch_cli.h"
 
 extern char** environ;

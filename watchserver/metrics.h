@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 
 namespace prometheus {
 class Registry;

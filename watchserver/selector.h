@@ -66,7 +66,7 @@
 #include <utility>
 #include <vector>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 
 namespace walwatch {
 

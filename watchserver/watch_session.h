@@ -52,16 +52,16 @@
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
+#include "cdc/model/event.h"
+#include "cdc/model/resource_catalog.h"
+#include "cdc/model/state_source.h"
 #include "watchserver/connection_budget.h"
-#include "watchserver/event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
-#include "watchserver/resource_catalog.h"
 #include "watchserver/selector.h"
-#include "watchserver/state_source.h"
 #include "watchserver/watch_request.h"
 
 namespace walwatch {

@@ -24,8 +24,8 @@
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
+#include "cdc/model/resource_catalog.h"
 #include "watchserver/event_log.h"
-#include "watchserver/resource_catalog.h"
 #include "watchserver/watch_session.h"
 
 namespace walwatch {

@@ -51,10 +51,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
+#include "cdc/model/filter_fields.h"
+#include "cdc/model/wire_arena.h"
 #include "watchserver/event_log.h"
-#include "watchserver/filter_fields.h"
-#include "watchserver/wire_arena.h"
 
 namespace walwatch {
 namespace {

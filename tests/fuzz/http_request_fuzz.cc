@@ -37,8 +37,8 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cdc/model/event.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "watchserver/event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"

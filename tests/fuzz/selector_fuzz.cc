@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cdc/model/event.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "watchserver/event.h"
 #include "watchserver/selector.h"
 
 namespace {

@@ -27,11 +27,11 @@
 #include <thread>
 #include <vector>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
+#include "cdc/model/resource_catalog.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/metrics.h"
-#include "watchserver/resource_catalog.h"
 
 namespace walwatch {
 namespace {

@@ -1,13 +1,13 @@
 // FilterFields and their interner, and how the event log charges fields that
 // many events share.
-#include "watchserver/filter_fields.h"
+#include "cdc/model/filter_fields.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 #include "watchserver/event_log.h"
 
 namespace walwatch {

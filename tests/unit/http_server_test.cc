@@ -41,13 +41,13 @@
 #include <vector>
 
 #include "cdc/base/logging.h"
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
+#include "cdc/model/resource_catalog.h"
+#include "cdc/model/state_source.h"
+#include "cdc/model/wire_arena.h"
 #include "watchserver/event_log.h"
 #include "watchserver/metrics.h"
 #include "watchserver/request_parser.h"
-#include "watchserver/resource_catalog.h"
-#include "watchserver/state_source.h"
-#include "watchserver/wire_arena.h"
 
 namespace {
 

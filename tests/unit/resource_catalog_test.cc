@@ -1,4 +1,4 @@
-#include "watchserver/resource_catalog.h"
+#include "cdc/model/resource_catalog.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "watchserver/wire_arena.h"
+#include "cdc/model/wire_arena.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -31,8 +31,8 @@
 
 #include <gtest/gtest.h>
 
-#include "watchserver/event.h"
-#include "watchserver/filter_fields.h"
+#include "cdc/model/event.h"
+#include "cdc/model/filter_fields.h"
 
 namespace walwatch {
 namespace {

@@ -13,9 +13,12 @@
 //   5. guessed from the resource's name (GuessKind).
 // A seen kind never changes once known (the first non-empty one wins).
 //
+// Ownership: main owns the one catalog. The --kinds file and startup
+// (LoadCatalog) fill it, then the replication thread adds what it sees, and
+// the watch sessions read it.
 // Thread safety: all methods may be called from any thread.
-#ifndef WALWATCH_WATCHSERVER_RESOURCE_CATALOG_H_
-#define WALWATCH_WATCHSERVER_RESOURCE_CATALOG_H_
+#ifndef WALWATCH_CDC_MODEL_RESOURCE_CATALOG_H_
+#define WALWATCH_CDC_MODEL_RESOURCE_CATALOG_H_
 
 #include <map>
 #include <mutex>
@@ -82,4 +85,4 @@ class ResourceCatalog {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_RESOURCE_CATALOG_H_
+#endif  // WALWATCH_CDC_MODEL_RESOURCE_CATALOG_H_

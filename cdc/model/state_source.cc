@@ -1,4 +1,4 @@
-#include "watchserver/state_source.h"
+#include "cdc/model/state_source.h"
 
 #include "cdc/base/clock.h"
 

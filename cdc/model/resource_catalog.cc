@@ -1,6 +1,6 @@
-#include "watchserver/resource_catalog.h"
+#include "cdc/model/resource_catalog.h"
 
-#include "watchserver/builtin_kinds.h"
+#include "cdc/model/builtin_kinds.h"
 
 namespace walwatch {
 

@@ -11,8 +11,8 @@
 // answers for versions it does not list, older and newer.
 //
 // Thread safety: pure functions over constant data; any thread.
-#ifndef WALWATCH_WATCHSERVER_BUILTIN_KINDS_H_
-#define WALWATCH_WATCHSERVER_BUILTIN_KINDS_H_
+#ifndef WALWATCH_CDC_MODEL_BUILTIN_KINDS_H_
+#define WALWATCH_CDC_MODEL_BUILTIN_KINDS_H_
 
 #include <optional>
 #include <string>
@@ -37,4 +37,4 @@ std::string GuessKind(std::string_view resource);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_BUILTIN_KINDS_H_
+#endif  // WALWATCH_CDC_MODEL_BUILTIN_KINDS_H_

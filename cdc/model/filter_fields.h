@@ -9,8 +9,8 @@
 //
 // Thread safety: FilterFields are immutable once made and cross threads only
 // as FilterFieldsPtr, whose count is atomic. The interner is single-threaded.
-#ifndef WALWATCH_WATCHSERVER_FILTER_FIELDS_H_
-#define WALWATCH_WATCHSERVER_FILTER_FIELDS_H_
+#ifndef WALWATCH_CDC_MODEL_FILTER_FIELDS_H_
+#define WALWATCH_CDC_MODEL_FILTER_FIELDS_H_
 
 #include <atomic>
 #include <boost/smart_ptr/intrusive_ptr.hpp>
@@ -216,4 +216,4 @@ class FilterFieldsInterner {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_FILTER_FIELDS_H_
+#endif  // WALWATCH_CDC_MODEL_FILTER_FIELDS_H_

@@ -6,8 +6,12 @@
 // Every answer rests on one rule, "exact or retry" (DESIGN.md): the RV given
 // with a state is the exact position from which the watch stream continues
 // that state, so nothing is lost or doubled between the two.
-#ifndef WALWATCH_WATCHSERVER_STATE_SOURCE_H_
-#define WALWATCH_WATCHSERVER_STATE_SOURCE_H_
+//
+// Ownership and threads: main owns the one StateSource (a StateService) and
+// keeps it alive until the HTTP server has stopped. The sessions call it
+// from their strands; it answers from threads of its own (see each method).
+#ifndef WALWATCH_CDC_MODEL_STATE_SOURCE_H_
+#define WALWATCH_CDC_MODEL_STATE_SOURCE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -19,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 
 namespace walwatch {
 
@@ -162,4 +166,4 @@ class StateSource {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_STATE_SOURCE_H_
+#endif  // WALWATCH_CDC_MODEL_STATE_SOURCE_H_

@@ -40,8 +40,8 @@
 // Thread safety: Allocate is for one thread at a time (the replication
 // thread); it locks, so that tests may allocate from several. Release and
 // Locate are safe from any thread.
-#ifndef WALWATCH_WATCHSERVER_WIRE_ARENA_H_
-#define WALWATCH_WATCHSERVER_WIRE_ARENA_H_
+#ifndef WALWATCH_CDC_MODEL_WIRE_ARENA_H_
+#define WALWATCH_CDC_MODEL_WIRE_ARENA_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -123,4 +123,4 @@ class WireArena {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_WIRE_ARENA_H_
+#endif  // WALWATCH_CDC_MODEL_WIRE_ARENA_H_

@@ -1,4 +1,4 @@
-#include "watchserver/builtin_kinds.h"
+#include "cdc/model/builtin_kinds.h"
 
 #include <cctype>
 

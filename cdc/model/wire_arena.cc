@@ -1,4 +1,4 @@
-#include "watchserver/wire_arena.h"
+#include "cdc/model/wire_arena.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "watchserver/event.h"
+#include "cdc/model/event.h"
 
 #include <cstring>
 #include <limits>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "watchserver/wire_arena.h"
+#include "cdc/model/wire_arena.h"
 
 namespace walwatch {
 

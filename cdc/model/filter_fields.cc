@@ -1,4 +1,4 @@
-#include "watchserver/filter_fields.h"
+#include "cdc/model/filter_fields.h"
 
 #include <algorithm>
 #include <limits>

@@ -12,8 +12,8 @@
 //
 // Thread safety: an Event is immutable once shared; it crosses threads only
 // as EventPtr (boost::intrusive_ptr<const Event>), whose count is atomic.
-#ifndef WALWATCH_WATCHSERVER_EVENT_H_
-#define WALWATCH_WATCHSERVER_EVENT_H_
+#ifndef WALWATCH_CDC_MODEL_EVENT_H_
+#define WALWATCH_CDC_MODEL_EVENT_H_
 
 #include <atomic>
 #include <boost/smart_ptr/intrusive_ptr.hpp>
@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "watchserver/filter_fields.h"
+#include "cdc/model/filter_fields.h"
 
 namespace walwatch {
 
@@ -190,4 +190,4 @@ class Event {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_WATCHSERVER_EVENT_H_
+#endif  // WALWATCH_CDC_MODEL_EVENT_H_
