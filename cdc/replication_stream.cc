@@ -16,13 +16,13 @@
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
+#include "cdc/model/event_sink.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/model/wire_arena.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
 #include "cdc/transaction_assembler.h"
 #include "cdc/wal2json_decoder.h"
-#include "watchserver/event_log.h"
 
 namespace walwatch {
 
@@ -104,7 +104,7 @@ struct ReplicationStream::Impl {
   EventBuilder::Result built;
 
   PgConn repl;
-  EventLog* log = nullptr;
+  EventSink* log = nullptr;
   uint64_t last_received = 0;
   // The highest flush position sent. The window's limit in WAL moves with
   // last_received, which starts again from 0 on each connection, so
@@ -447,8 +447,8 @@ uint64_t ReplicationStream::Impl::FlushPosition() const {
   }
   // Seek, not Read: the transactions of a batch not yet woken for are not
   // readable, but they are in the log, and a restart must replay them.
-  EventLog::SeekResult seek = log->Seek(newest - opt.replay_window_bytes - 1);
-  if (seek.status != EventLog::SeekStatus::kOk) return oldest;
+  EventSink::SeekResult seek = log->Seek(newest - opt.replay_window_bytes - 1);
+  if (seek.status != EventSink::SeekStatus::kOk) return oldest;
   if (seek.commit_lsn == 0) return everything;  // nothing that recent
   return std::max(oldest, seek.commit_lsn);
 }
@@ -512,11 +512,11 @@ void ReplicationStream::Impl::OnCommit() {
   if (txn.overflowed && !txn.touched_unknown) {
     // Only the watches of what it changed must relist (a cluster's removal
     // ends the watches of that cluster and of every cluster, not others').
-    std::vector<EventLog::Selection> touched;
+    std::vector<EventSink::Selection> touched;
     touched.reserve(txn.touched.size());
     for (const auto& [group, version, resource, cluster] : txn.touched) {
       touched.push_back(
-          {EventLog::ResourceKey(group, version, resource), cluster});
+          {EventSink::ResourceKey(group, version, resource), cluster});
     }
     LogWarn("a transaction is larger than --max-log-bytes allows; the "
             "watches of the resources it changed must relist",
@@ -573,16 +573,16 @@ void ReplicationStream::Impl::OnCommit() {
                  std::string(e->kind()));
   }
   switch (log->AppendTransaction(txn.commit_lsn, std::move(built.events))) {
-    case EventLog::AppendResult::kAppended:
+    case EventSink::AppendResult::kAppended:
       break;
-    case EventLog::AppendResult::kTooLarge:
+    case EventSink::AppendResult::kTooLarge:
       ++stats->barriers;
       LogWarn("a transaction's events are larger than --max-log-bytes; "
               "the watches of the resources it changed must relist",
               {{"xid", static_cast<uint64_t>(txn.xid)},
                {"commit_lsn", FormatLsn(txn.commit_lsn)}});
       break;
-    case EventLog::AppendResult::kOutOfOrder: {
+    case EventSink::AppendResult::kOutOfOrder: {
       // A bug: re-sent transactions are dropped before they get here.
       // Watchers that passed its commit LSN never saw it: every RV up to
       // the current one becomes too old, and they relist.
@@ -680,13 +680,13 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
   // Watchers are woken as a batch ends, and on every way out.
   class Batch {
    public:
-    explicit Batch(EventLog* log) : log_(log) {}
+    explicit Batch(EventSink* log) : log_(log) {}
     ~Batch() { End(); }
     void Begin() {
       if (!open_) log_->BeginBatch();
       open_ = true;
     }
-    // Returns how many watches the batch concerned (EventLog::EndBatch).
+    // Returns how many watches the batch concerned (EventSink::EndBatch).
     size_t End() {
       size_t woken = open_ ? log_->EndBatch() : 0;
       open_ = false;
@@ -695,7 +695,7 @@ ReplicationStream::Impl::StreamEnd ReplicationStream::Impl::Stream(
     bool open() const { return open_; }
 
    private:
-    EventLog* const log_;
+    EventSink* const log_;
     bool open_ = false;
   };
   // After a wake, the next one waits for the hold (see wake_interval).
@@ -981,8 +981,8 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
   if (!snap || PQntuples(snap.get()) != 1) {
     return "cannot read pg_current_snapshot(): " + err;
   }
-  EventLog::Snapshot parsed;
-  if (!EventLog::ParseSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
+  EventSink::Snapshot parsed;
+  if (!EventSink::ParseSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
     return "cannot parse pg_current_snapshot()";
   }
   slot_recreation_pending = false;
@@ -1006,7 +1006,7 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
   return "";
 }
 
-void ReplicationStream::Run(EventLog* log) {
+void ReplicationStream::Run(EventSink* log) {
   Impl& m = *impl_;
   m.log = log;
   m.assembler.set_last_commit_lsn(log->current_rv());

@@ -1,9 +1,9 @@
 // ReplicationStream owns walwatch's libpq replication connection. It checks
 // the server at startup, creates the wal2json slot if missing, streams
 // format-version 2 changes of the mapped table, and turns each committed
-// transaction into events appended to the EventLog. It confirms to
-// PostgreSQL only what the log holds, and reconnects with capped, jittered
-// exponential backoff when the connection is lost.
+// transaction into events appended to an EventSink (the event log). It
+// confirms to PostgreSQL only what the log holds, and reconnects with
+// capped, jittered exponential backoff when the connection is lost.
 //
 // Threads: Prepare() and Run() are called by one thread, which then owns the
 // connections (the replication thread). Stop() and the accessors may be
@@ -22,7 +22,7 @@
 
 namespace walwatch {
 
-class EventLog;
+class EventSink;
 class ResourceCatalog;
 
 struct ReplicationOptions {
@@ -59,7 +59,7 @@ struct ReplicationOptions {
   bool wake_interval_auto = false;
   static constexpr std::chrono::microseconds kAutoWakeHoldPerWatcher{10};
   // The hold after a wake that concerned `watchers` watches (those of the
-  // resources it changed, EventLog::EndBatch). Without wake_interval_auto,
+  // resources it changed, EventSink::EndBatch). Without wake_interval_auto,
   // wake_interval whatever the wake (0: none, wake after every read from the
   // server). With it, kAutoWakeHoldPerWatcher for each such watch, at most
   // wake_interval: one watcher is held 10 us, next to nothing; 1,000
@@ -96,7 +96,7 @@ struct ReplicationStats {
   // busy decoding (ReplicationStream::Impl::WalsenderBusy).
   std::atomic<uint64_t> busy_walsender_waits{0};
   std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
-  // Slots recreated below what walwatch had served (EventLog::ResetHistory).
+  // Slots recreated below what walwatch had served (EventSink::ResetHistory).
   std::atomic<uint64_t> history_resets{0};
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.
@@ -124,7 +124,7 @@ class ReplicationStream {
   ReplicationStream& operator=(const ReplicationStream&) = delete;
 
   struct StartPosition {
-    // The stream continues after this position: the EventLog's floor.
+    // The stream continues after this position: the EventSink's floor.
     uint64_t floor_rv = 0;
     // pg_current_snapshot()'s xmax, read after the slot's position: every
     // transaction with this xid or above commits after floor_rv.
@@ -136,7 +136,7 @@ class ReplicationStream {
   std::string Prepare(StartPosition* start);
 
   // Streams into `log` until Stop(). Reconnects on errors.
-  void Run(EventLog* log);
+  void Run(EventSink* log);
 
   // Ends Run(): sends a last status update and closes the connection. Also
   // ends Prepare()'s wait for a slot active elsewhere. Async-signal-safe.
@@ -150,7 +150,7 @@ class ReplicationStream {
   void SetHighestServerWal(std::function<uint64_t()> highest);
 
   // Asks the server for a keepalive now (a status update with
-  // replyRequested), so that the EventLog's current RV catches up with the
+  // replyRequested), so that the EventSink's current RV catches up with the
   // server's decoded position without waiting for the next one.
   void RequestKeepalive();
 

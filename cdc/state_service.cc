@@ -5,9 +5,9 @@
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
 #include "cdc/lsn.h"
+#include "cdc/model/event_sink.h"
 #include "cdc/pg_checks.h"
 #include "cdc/pg_conn.h"
-#include "watchserver/event_log.h"
 
 namespace walwatch {
 
@@ -28,7 +28,7 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 // One worker's connection and tools. Used by its own thread only.
 class StateService::Worker {
  public:
-  Worker(const StateServiceOptions& o, EventLog* log,
+  Worker(const StateServiceOptions& o, EventSink* log,
          const std::function<void()>& request_keepalive, const PgStop* stop)
       : options_(o),
         log_(log),
@@ -60,7 +60,7 @@ class StateService::Worker {
   std::string StateSql(const StateQuery& q, std::vector<std::string>* params);
 
   const StateServiceOptions& options_;
-  EventLog* const log_;
+  EventSink* const log_;
   const std::function<void()>& request_keepalive_;
   const PgStop* const stop_;
   PgConn conn_;
@@ -249,10 +249,10 @@ void StateService::Worker::ReadState(const StateQuery& q,
         "SELECT pg_current_snapshot()::text, "
         "pg_current_wal_insert_lsn()::text",
         {}, &err);
-    EventLog::Snapshot snapshot;
+    EventSink::Snapshot snapshot;
     std::optional<uint64_t> insert_lsn;
     if (r) insert_lsn = ParseLsn(PQgetvalue(r.get(), 0, 1));
-    if (!r || !EventLog::ParseSnapshot(PQgetvalue(r.get(), 0, 0), &snapshot) ||
+    if (!r || !EventSink::ParseSnapshot(PQgetvalue(r.get(), 0, 0), &snapshot) ||
         !insert_lsn) {
       Rollback();
       stream->Fail({500, "InternalError", "cannot read the snapshot: " + err});
@@ -266,8 +266,8 @@ void StateService::Worker::ReadState(const StateQuery& q,
                     "LSN " + FormatLsn(*insert_lsn) + ") in time; retry"});
       return;
     }
-    EventLog::HandoffResult h = log_->Handoff(snapshot, *insert_lsn);
-    if (h.status == EventLog::HandoffStatus::kRetry) {
+    EventSink::HandoffResult h = log_->Handoff(snapshot, *insert_lsn);
+    if (h.status == EventSink::HandoffStatus::kRetry) {
       Rollback();
       if (attempt < options_.max_retries) continue;
       stream->Fail({504, "Timeout",
@@ -275,7 +275,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
                     "retry"});
       return;
     }
-    if (h.status == EventLog::HandoffStatus::kExact &&
+    if (h.status == EventSink::HandoffStatus::kExact &&
         h.rv < q.not_older_than) {
       // A transaction at or below N that the stream has passed but the
       // snapshot does not see yet: its backend has not left the ProcArray
@@ -288,7 +288,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
                         std::to_string(q.not_older_than) + " yet; retry"});
       return;
     }
-    if (h.status == EventLog::HandoffStatus::kExpired) {
+    if (h.status == EventSink::HandoffStatus::kExpired) {
       Rollback();
       stream->Fail({410, "Expired",
                     "a transaction running since before walwatch's retained "
@@ -372,8 +372,8 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
                                      uint64_t insert_lsn,
                                      const RvCallback& done,
                                      const Wanted& wanted) {
-  EventLog::Snapshot snapshot;
-  if (!EventLog::ParseSnapshot(snapshot_text, &snapshot)) {
+  EventSink::Snapshot snapshot;
+  if (!EventSink::ParseSnapshot(snapshot_text, &snapshot)) {
     StateError e{400, "BadRequest",
                  "snapshot \"" + snapshot_text.substr(0, 64) +
                      "\" is not pg_current_snapshot()'s xmin:xmax:xip form"};
@@ -413,19 +413,19 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
     done(0, &e);
     return;
   }
-  EventLog::HandoffResult h = log_->Handoff(snapshot, insert_lsn);
+  EventSink::HandoffResult h = log_->Handoff(snapshot, insert_lsn);
   switch (h.status) {
-    case EventLog::HandoffStatus::kExact:
+    case EventSink::HandoffStatus::kExact:
       done(h.rv, nullptr);
       return;
-    case EventLog::HandoffStatus::kRetry: {
+    case EventSink::HandoffStatus::kRetry: {
       StateError e{409, "Conflict",
                    "commit order and snapshot visibility disagree near this "
                    "snapshot: list again in a new snapshot"};
       done(0, &e);
       return;
     }
-    case EventLog::HandoffStatus::kExpired: {
+    case EventSink::HandoffStatus::kExpired: {
       StateError e{410, "Expired",
                    "the snapshot is older than walwatch's retained log: list "
                    "again in a new snapshot"};
@@ -455,7 +455,7 @@ void StateService::Worker::FreshRv(const RvCallback& done,
   done(log_->current_rv(), nullptr);
 }
 
-StateService::StateService(StateServiceOptions options, EventLog* log,
+StateService::StateService(StateServiceOptions options, EventSink* log,
                            std::function<void()> request_keepalive)
     : options_(std::move(options)),
       share_(std::max(1, options_.workers / 2)),

@@ -6,12 +6,12 @@
 //      pg_current_wal_insert_lsn()  -> S, L
 //   2. wait until the replication stream has passed L (asking the walsender
 //      for a keepalive), at most `catch_up_timeout`;
-//   3. EventLog::Handoff(S, L) -> the exact RV P, or retry with a new
+//   3. EventSink::Handoff(S, L) -> the exact RV P, or retry with a new
 //      snapshot, or expired;
 //   4. read the rows in S through a cursor, as ADDED events carrying P.
 //
 // Thread safety: the StateSource methods may be called from any thread;
-// callbacks run on a worker thread. The EventLog must outlive the service.
+// callbacks run on a worker thread. The EventSink must outlive the service.
 #ifndef WALWATCH_CDC_STATE_SERVICE_H_
 #define WALWATCH_CDC_STATE_SERVICE_H_
 
@@ -31,7 +31,7 @@
 
 namespace walwatch {
 
-class EventLog;
+class EventSink;
 class PgStop;
 
 struct StateServiceOptions {
@@ -49,7 +49,7 @@ struct StateServiceOptions {
 class StateService : public StateSource {
  public:
   // `request_keepalive` asks the replication thread for a fresh keepalive.
-  StateService(StateServiceOptions options, EventLog* log,
+  StateService(StateServiceOptions options, EventSink* log,
                std::function<void()> request_keepalive);
   ~StateService() override;  // stops and joins the workers
 
@@ -99,7 +99,7 @@ class StateService : public StateSource {
   // The most workers one client's initial states hold at once:
   // max(1, workers / 2).
   const int share_;
-  EventLog* const log_;
+  EventSink* const log_;
   const std::function<void()> request_keepalive_;
   std::mutex mu_;
   std::condition_variable cv_;

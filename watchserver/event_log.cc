@@ -278,52 +278,6 @@ uint64_t EventLog::BacklogBytesLocked(uint64_t seq) const {
   return appended_bytes_ - offsets_[seq - first_seq_];
 }
 
-bool EventLog::ParseSnapshot(std::string_view text, Snapshot* out) {
-  // "xmin:xmax:xip,xip,..." with decimal 64-bit xids; xip may be empty.
-  auto number = [](std::string_view s, uint64_t* v) {
-    if (s.empty() || s.size() > 20) return false;
-    uint64_t x = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return false;
-      if (x > (UINT64_MAX - (c - '0')) / 10) return false;
-      x = x * 10 + (c - '0');
-    }
-    *v = x;
-    return true;
-  };
-  size_t a = text.find(':');
-  if (a == std::string_view::npos) return false;
-  size_t b = text.find(':', a + 1);
-  if (b == std::string_view::npos) return false;
-  Snapshot s;
-  if (!number(text.substr(0, a), &s.xmin) ||
-      !number(text.substr(a + 1, b - a - 1), &s.xmax) || s.xmin > s.xmax) {
-    return false;
-  }
-  std::string_view rest = text.substr(b + 1);
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    uint64_t x;
-    if (!number(rest.substr(0, comma), &x) || x < s.xmin || x >= s.xmax) {
-      return false;
-    }
-    s.xip.push_back(x);
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
-    if (rest.empty()) return false;
-    if (s.xip.size() > 1000000) return false;
-  }
-  std::sort(s.xip.begin(), s.xip.end());
-  *out = std::move(s);
-  return true;
-}
-
-bool EventLog::Snapshot::Visible(uint64_t xid) const {
-  if (xid < xmin) return true;
-  if (xid >= xmax) return false;
-  return !std::binary_search(xip.begin(), xip.end(), xid);
-}
-
 EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
                                           uint64_t insert_lsn) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -496,16 +450,6 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
   wake_all_keyed_ = false;
   appended_keys_.clear();
   return wake;
-}
-
-std::string EventLog::ResourceKey(std::string_view group,
-                                  std::string_view version,
-                                  std::string_view resource) {
-  std::string key;
-  key.reserve(group.size() + version.size() + resource.size() + 2);
-  key.append(group).append(1, '/').append(version).append(1, '/').append(
-      resource);
-  return key;
 }
 
 void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {

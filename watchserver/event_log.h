@@ -2,9 +2,15 @@
 // the only queue between the replication thread and the watch sessions: each
 // session keeps its own cursor (a sequence number) and pulls from the log.
 //
+// It is the EventSink (cdc/model/event_sink.h) that the replication stream
+// writes into and the state service asks: cdc/ sees only that interface.
+// main owns the one log, and keeps it alive until the replication stream,
+// the state service and the HTTP server have stopped.
+//
 // Contract:
-//  * One writer (the replication thread) calls AppendTransaction,
-//    AppendBarrier and AdvanceCurrentRv. Any thread may call the rest.
+//  * One writer (the replication thread) calls the sink's writing methods
+//    (AppendTransaction, AppendBarrier, AppendLoss, ResetHistory,
+//    AdvanceCurrentRv, BeginBatch/EndBatch). Any thread may call the rest.
 //  * Events are appended a whole transaction at a time, and evicted a whole
 //    transaction at a time, oldest first, to keep their bytes <= max_bytes:
 //    each event's MemoryBytes(), and once each the FilterFields they refer
@@ -40,110 +46,46 @@
 #include <vector>
 
 #include "cdc/model/event.h"
+#include "cdc/model/event_sink.h"
 
 namespace walwatch {
 
-class EventLog {
+class EventLog final : public EventSink {
  public:
   // floor_rv: the position the stream starts after (see class comment).
   EventLog(size_t max_bytes, uint64_t floor_rv);
 
-  ~EventLog();
+  ~EventLog() override;
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  // What one watch reads: a resource (ResourceKey), and if the watch is of
-  // one cluster, that cluster (floors are then the pair's: another
-  // cluster's evictions of the same resource do not expire it).
-  struct Selection {
-    std::string resource_key;
-    std::string cluster;  // empty: every cluster
-  };
-
-  enum class AppendResult {
-    kAppended,
-    // The transaction alone is larger than max_bytes. It was not retained:
-    // it became a loss (AppendLoss) of the resources and clusters its events
-    // are of, so the watches of those still behind it end with 410 Expired
-    // and must relist; the others go on.
-    kTooLarge,
-    // commit_lsn is not above current_rv(): a bug upstream (the stream
-    // drops re-sent transactions before they get here). Nothing changed;
-    // the caller must not let it pass silently (the replication stream
-    // appends a barrier).
-    kOutOfOrder,
-  };
-
-  // Replication thread only. `events` must be non-empty, all of one
-  // transaction with commit LSN `commit_lsn` > current_rv(), in order.
+  // EventSink (cdc/model/event_sink.h, which says what each does): the
+  // replication stream's and the state service's side. Here "readable"
+  // means Read and ReadForWatch see the events, and a transaction is too
+  // large (kTooLarge, AppendLoss) when its events exceed max_bytes.
   AppendResult AppendTransaction(uint64_t commit_lsn,
-                                 std::vector<EventPtr> events);
-
-  // Replication thread only. Between BeginBatch and EndBatch, appends and RV
-  // advances wake nobody, and the events appended are not yet readable
-  // (Read, ReadForWatch); EndBatch makes them readable and wakes every
-  // waiter they would have. The replication thread batches what one read
-  // from the socket delivered, so a burst of small transactions wakes each
-  // watcher once, not once each; and a watcher that is awake anyway (a
-  // write just ended) takes the batch whole too, not a piece of it.
-  // EndBatch returns how many watches (AddWatcher) the batch concerned:
-  // those of the resources it appended to, every one after a barrier.
-  void BeginBatch();
-  size_t EndBatch();
-
-  // Replication thread only. Records that a transaction at `commit_lsn` made
-  // changes the log cannot represent as events (TRUNCATE, or a transaction
-  // larger than the log): drops everything, and sets floor_rv = current_rv =
-  // commit_lsn so that every watcher still behind it gets 410 Expired.
-  // `xid`: the full xid of the transaction that caused it (0 if none).
-  void AppendBarrier(uint64_t commit_lsn, uint64_t xid = 0);
-
-  // Replication thread only. A transaction at `commit_lsn` changed the
-  // selections in `touched` (each a resource in one cluster) in a way the
-  // log cannot hold: it is larger than the log. It takes one sequence number
-  // that no watch reads, and raises the floors of every touched resource,
-  // and of every touched (resource, cluster), to commit_lsn: a watch of one
-  // of them still behind it gets 410 Expired, and a resume from below it
-  // too. Watches of other resources, or of the same resource in another
-  // cluster, go on. An empty `touched` is AppendBarrier.
+                                 std::vector<EventPtr> events) override;
+  void BeginBatch() override;
+  size_t EndBatch() override;
+  using EventSink::AppendBarrier;
+  void AppendBarrier(uint64_t commit_lsn, uint64_t xid) override;
   void AppendLoss(uint64_t commit_lsn, uint64_t xid, int64_t commit_time_us,
-                  const std::vector<Selection>& touched);
+                  const std::vector<Selection>& touched) override;
+  void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                    uint64_t next_xid) override;
+  void AdvanceCurrentRv(uint64_t rv) override;
+  void SetClassifiableFromXid(uint64_t xid) override;
+  uint64_t current_rv() const override;
+  uint64_t OldestCommitSince(int64_t since_unix_us) const override;
+  SeekResult Seek(uint64_t rv) const override;
+  HandoffResult Handoff(const Snapshot& snapshot,
+                        uint64_t insert_lsn) const override;
+  uint64_t WaitForRv(uint64_t rv, std::function<void()> wake) override;
+  void CancelWaitForRv(uint64_t id) override;
 
-  // Replication thread only. PostgreSQL's history went back: the slot was
-  // recreated at `new_floor`, below current_rv (a failover to a server that
-  // was behind, or another server at the same address). Drops everything as
-  // a barrier does, moves floor_rv and current_rv back to new_floor, and
-  // fences (new_floor, fence_hi]: an RV there may name a position of either
-  // history, so from now on Seek answers kExpired for it and Handoff refuses
-  // an insert LSN there. fence_hi must be at least the old current_rv.
-  // The old history's xids say nothing of the new one's: what was evicted
-  // is forgotten, and next_xid (read after the new slot was made, as at
-  // startup) becomes SetClassifiableFromXid's.
-  void ResetHistory(uint64_t new_floor, uint64_t fence_hi, uint64_t next_xid);
+  // The watch sessions' side.
 
-  // Replication thread only. The stream has passed `rv`: a transaction with
-  // no events for the log (for example one on another table) committed at
-  // it, or the server reported that it has decoded everything before rv+1.
-  void AdvanceCurrentRv(uint64_t rv);
-
-  // Replication thread only, before streaming: transactions whose full xid
-  // is below `xid` may have committed before the log starts, so a snapshot
-  // whose xmin is below it cannot be classified (Handoff -> kExpired).
-  void SetClassifiableFromXid(uint64_t xid);
-
-  enum class SeekStatus { kOk, kExpired };
-  struct SeekResult {
-    SeekStatus status;
-    uint64_t seq;  // first event to send, when kOk
-    // That event's commit LSN, readable or not (see BeginBatch); 0 if the
-    // log has none after rv.
-    uint64_t commit_lsn;
-  };
-  // Where a watch that has seen everything up to `rv` continues: the first
-  // event of the first transaction with commit_lsn > rv.
-  // Seek(rv) is for the whole log (rv < floor_rv() is Expired); with a
-  // selection, only the selection's floor counts.
-  SeekResult Seek(uint64_t rv) const;
+  // Seek for a watch of `selection`: only the selection's floor counts.
   SeekResult Seek(uint64_t rv, const Selection& selection) const;
   // The selection's floor: the commit LSN of its newest event no longer in
   // the log, or of the last barrier, whichever is newer.
@@ -174,9 +116,6 @@ class EventLog {
   // `owner` is the waiter's owner: entries whose owner is gone are dropped
   // now and then, so waiters of watches that ended on a resource that never
   // changes again do not accumulate.
-  static std::string ResourceKey(std::string_view group,
-                                 std::string_view version,
-                                 std::string_view resource);
   void WaitForAppendOf(uint64_t seq, const std::string& resource_key,
                        std::weak_ptr<const void> owner,
                        std::function<void()> wake);
@@ -210,18 +149,6 @@ class EventLog {
                          size_t max_events, std::vector<EventPtr>* out,
                          std::vector<uint64_t>* seqs) const;
 
-  // The commit LSN of the oldest retained transaction that committed at or
-  // after `since_unix_us`, or 0 if there is none. The replication stream
-  // confirms no further than this, so a restart can replay it.
-  uint64_t OldestCommitSince(int64_t since_unix_us) const;
-
-  // Calls `wake` once, outside the lock, as soon as current_rv() >= rv
-  // (immediately if it already is). Same rules for `wake` as WaitForAppend.
-  // Returns an id for CancelWaitForRv, or 0 if `wake` was already called.
-  uint64_t WaitForRv(uint64_t rv, std::function<void()> wake);
-  // Forgets a waiter that has not fired (for a watch that gave up).
-  void CancelWaitForRv(uint64_t id);
-
   // The RV a watcher whose cursor is at `seq` (after SkipOtherResources)
   // has fully seen: resuming from it continues at `seq`. At a transaction
   // boundary, the previous commit; at the tail, current_rv(), so a
@@ -235,35 +162,8 @@ class EventLog {
   // watcher's unsent backlog.
   uint64_t BacklogBytes(uint64_t seq) const;
 
-  // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
-  struct Snapshot {
-    uint64_t xmin = 0;
-    uint64_t xmax = 0;
-    std::vector<uint64_t> xip;  // sorted
-    bool Visible(uint64_t xid) const;
-  };
-  // Parses pg_current_snapshot()'s text form "xmin:xmax:xip,...".
-  static bool ParseSnapshot(std::string_view text, Snapshot* out);
-  enum class HandoffStatus {
-    kExact,    // rv: the list is exactly the transactions up to rv
-    kRetry,    // commit order and visibility disagree near the snapshot
-    kExpired,  // the log no longer reaches back to the snapshot
-  };
-  struct HandoffResult {
-    HandoffStatus status;
-    uint64_t rv;
-  };
-  // The position from which a watch continues a list read in `snapshot`,
-  // taken before `insert_lsn` (pg_current_wal_insert_lsn() after the
-  // snapshot). Precondition: no commit record starts between current_rv()
-  // and insert_lsn, i.e. the stream has passed the last record boundary
-  // before insert_lsn (StateService waits for that). The result is never
-  // above current_rv(). See DESIGN.md "exact or retry".
-  HandoffResult Handoff(const Snapshot& snapshot, uint64_t insert_lsn) const;
-
   uint64_t first_seq() const;
   uint64_t tail_seq() const;   // seq the next appended event will get
-  uint64_t current_rv() const; // commit LSN of the last transaction seen
   uint64_t floor_rv() const;
   // Whether `rv` lies in a fence left by ResetHistory.
   bool Fenced(uint64_t rv) const;

@@ -1,0 +1,183 @@
+// EventSink is what cdc/ writes into: whole transactions of events, and the
+// positions, barriers and losses between them; and what the handoff asks of
+// the events written (DESIGN.md, "exact or retry"). It is the event log
+// (watchserver/event_log.h) as cdc/ sees it: cdc/ knows this interface, never
+// the log, its readers or its watchers.
+//
+// Ownership: main owns the sink (an EventLog) and keeps it alive as long as
+// the ReplicationStream and the StateService that use it.
+//
+// Threads:
+//  * One writer, the replication thread, calls AppendTransaction,
+//    AppendBarrier, AppendLoss, ResetHistory, AdvanceCurrentRv and
+//    BeginBatch/EndBatch; SetClassifiableFromXid once before it streams.
+//  * Any thread (the replication thread, the state workers) may call the
+//    const methods, WaitForRv and CancelWaitForRv.
+//
+// Cost: a virtual call per transaction, batch, keepalive, status update or
+// handoff; nothing here is called per event or per watcher. EventLog is
+// final, so the watch sessions' calls on it stay direct.
+#ifndef WALWATCH_CDC_MODEL_EVENT_SINK_H_
+#define WALWATCH_CDC_MODEL_EVENT_SINK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cdc/model/event.h"
+
+namespace walwatch {
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+
+  // What one watch reads: a resource (ResourceKey), and if the watch is of
+  // one cluster, that cluster (floors are then the pair's: another
+  // cluster's evictions of the same resource do not expire it).
+  struct Selection {
+    std::string resource_key;
+    std::string cluster;  // empty: every cluster
+  };
+  // A resource's key: "group/version/resource".
+  static std::string ResourceKey(std::string_view group,
+                                 std::string_view version,
+                                 std::string_view resource);
+
+  enum class AppendResult {
+    kAppended,
+    // The transaction alone is larger than the sink may hold. It was not
+    // retained: it became a loss (AppendLoss) of the resources and clusters
+    // its events are of, so the watches of those still behind it end with
+    // 410 Expired and must relist; the others go on.
+    kTooLarge,
+    // commit_lsn is not above current_rv(): a bug upstream (the stream
+    // drops re-sent transactions before they get here). Nothing changed;
+    // the caller must not let it pass silently (the replication stream
+    // appends a barrier).
+    kOutOfOrder,
+  };
+  // Replication thread only. `events` must be non-empty, all of one
+  // transaction with commit LSN `commit_lsn` > current_rv(), in order.
+  virtual AppendResult AppendTransaction(uint64_t commit_lsn,
+                                         std::vector<EventPtr> events) = 0;
+
+  // Replication thread only. Between BeginBatch and EndBatch, appends and RV
+  // advances wake nobody, and the events appended are not yet readable by
+  // watchers; EndBatch makes them readable and wakes every waiter they
+  // would have. The replication thread batches what one read from the
+  // socket delivered, so a burst of small transactions wakes each watcher
+  // once, not once each; and a watcher that is awake anyway (a write just
+  // ended) takes the batch whole too, not a piece of it. EndBatch returns
+  // how many watches the batch concerned: those of the resources it
+  // appended to, every one after a barrier.
+  virtual void BeginBatch() = 0;
+  virtual size_t EndBatch() = 0;
+
+  // Replication thread only. Records that a transaction at `commit_lsn` made
+  // changes the sink cannot represent as events (TRUNCATE, or a transaction
+  // larger than the log): drops everything, and sets floor_rv = current_rv =
+  // commit_lsn so that every watcher still behind it gets 410 Expired.
+  // `xid`: the full xid of the transaction that caused it (0 if none).
+  virtual void AppendBarrier(uint64_t commit_lsn, uint64_t xid) = 0;
+  void AppendBarrier(uint64_t commit_lsn) { AppendBarrier(commit_lsn, 0); }
+
+  // Replication thread only. A transaction at `commit_lsn` changed the
+  // selections in `touched` (each a resource in one cluster) in a way the
+  // sink cannot hold: it is larger than the log. It takes one sequence
+  // number that no watch reads, and raises the floors of every touched
+  // resource, and of every touched (resource, cluster), to commit_lsn: a
+  // watch of one of them still behind it gets 410 Expired, and a resume
+  // from below it too. Watches of other resources, or of the same resource
+  // in another cluster, go on. An empty `touched` is AppendBarrier.
+  virtual void AppendLoss(uint64_t commit_lsn, uint64_t xid,
+                          int64_t commit_time_us,
+                          const std::vector<Selection>& touched) = 0;
+
+  // Replication thread only. PostgreSQL's history went back: the slot was
+  // recreated at `new_floor`, below current_rv (a failover to a server that
+  // was behind, or another server at the same address). Drops everything as
+  // a barrier does, moves floor_rv and current_rv back to new_floor, and
+  // fences (new_floor, fence_hi]: an RV there may name a position of either
+  // history, so from now on a watch from it is Expired and Handoff refuses
+  // an insert LSN there. fence_hi must be at least the old current_rv.
+  // The old history's xids say nothing of the new one's: what was evicted
+  // is forgotten, and next_xid (read after the new slot was made, as at
+  // startup) becomes SetClassifiableFromXid's.
+  virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                            uint64_t next_xid) = 0;
+
+  // Replication thread only. The stream has passed `rv`: a transaction with
+  // no events for the sink (for example one on another table) committed at
+  // it, or the server reported that it has decoded everything before rv+1.
+  virtual void AdvanceCurrentRv(uint64_t rv) = 0;
+
+  // Before streaming: transactions whose full xid is below `xid` may have
+  // committed before the sink starts, so a snapshot whose xmin is below it
+  // cannot be classified (Handoff -> kExpired).
+  virtual void SetClassifiableFromXid(uint64_t xid) = 0;
+
+  // The commit LSN of the last transaction seen, or a later position the
+  // stream has passed (AdvanceCurrentRv).
+  virtual uint64_t current_rv() const = 0;
+
+  // The commit LSN of the oldest retained transaction that committed at or
+  // after `since_unix_us`, or 0 if there is none. The replication stream
+  // confirms no further than this, so a restart can replay it.
+  virtual uint64_t OldestCommitSince(int64_t since_unix_us) const = 0;
+
+  enum class SeekStatus { kOk, kExpired };
+  struct SeekResult {
+    SeekStatus status;
+    uint64_t seq;  // first event to send, when kOk
+    // That event's commit LSN, readable or not (see BeginBatch); 0 if the
+    // sink holds none after rv.
+    uint64_t commit_lsn;
+  };
+  // Where a reader that has seen everything up to `rv` continues: the first
+  // event of the first transaction with commit_lsn > rv (rv below the
+  // sink's floor is Expired).
+  virtual SeekResult Seek(uint64_t rv) const = 0;
+
+  // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
+  struct Snapshot {
+    uint64_t xmin = 0;
+    uint64_t xmax = 0;
+    std::vector<uint64_t> xip;  // sorted
+    bool Visible(uint64_t xid) const;
+  };
+  // Parses pg_current_snapshot()'s text form "xmin:xmax:xip,...".
+  static bool ParseSnapshot(std::string_view text, Snapshot* out);
+  enum class HandoffStatus {
+    kExact,    // rv: the list is exactly the transactions up to rv
+    kRetry,    // commit order and visibility disagree near the snapshot
+    kExpired,  // the sink no longer reaches back to the snapshot
+  };
+  struct HandoffResult {
+    HandoffStatus status;
+    uint64_t rv;
+  };
+  // The position from which a watch continues a list read in `snapshot`,
+  // taken before `insert_lsn` (pg_current_wal_insert_lsn() after the
+  // snapshot). Precondition: no commit record starts between current_rv()
+  // and insert_lsn, i.e. the stream has passed the last record boundary
+  // before insert_lsn (StateService waits for that). The result is never
+  // above current_rv(). See DESIGN.md "exact or retry".
+  virtual HandoffResult Handoff(const Snapshot& snapshot,
+                                uint64_t insert_lsn) const = 0;
+
+  // Calls `wake` once, outside the sink's lock, as soon as current_rv() >=
+  // rv (immediately if it already is). `wake` must be cheap and must not
+  // call back into the sink synchronously. Returns an id for
+  // CancelWaitForRv, or 0 if `wake` was already called.
+  virtual uint64_t WaitForRv(uint64_t rv, std::function<void()> wake) = 0;
+  // Forgets a waiter that has not fired (for a wait that gave up).
+  virtual void CancelWaitForRv(uint64_t id) = 0;
+};
+
+}  // namespace walwatch
+
+#endif  // WALWATCH_CDC_MODEL_EVENT_SINK_H_
