@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "cdc/base/text.h"
+
 namespace walwatch {
 
 std::string EventSink::ResourceKey(std::string_view group,
@@ -18,15 +20,7 @@ std::string EventSink::ResourceKey(std::string_view group,
 bool EventSink::ParseSnapshot(std::string_view text, Snapshot* out) {
   // "xmin:xmax:xip,xip,..." with decimal 64-bit xids; xip may be empty.
   auto number = [](std::string_view s, uint64_t* v) {
-    if (s.empty() || s.size() > 20) return false;
-    uint64_t x = 0;
-    for (char c : s) {
-      if (c < '0' || c > '9') return false;
-      if (x > (UINT64_MAX - (c - '0')) / 10) return false;
-      x = x * 10 + (c - '0');
-    }
-    *v = x;
-    return true;
+    return s.size() <= 20 && ParseUnsigned(s, v);
   };
   size_t a = text.find(':');
   if (a == std::string_view::npos) return false;
