@@ -61,8 +61,9 @@ class EventLog final : public EventSink {
 
   // EventSink (cdc/model/event_sink.h, which says what each does): the
   // replication stream's and the state service's side. Here "readable"
-  // means Read and ReadForWatch see the events, and a transaction is too
-  // large (kTooLarge, AppendLoss) when its events exceed max_bytes.
+  // means Read and ReadForWatch see the events, EndBatch counts the watches
+  // of AddWatcher, and a transaction is too large (kTooLarge, AppendLoss)
+  // when its events exceed max_bytes.
   AppendResult AppendTransaction(uint64_t commit_lsn,
                                  std::vector<EventPtr> events) override;
   void BeginBatch() override;

@@ -29,9 +29,9 @@ bool PercentDecode(std::string_view in, bool plus_is_space, std::string* out);
 size_t Utf8LeadLength(unsigned char lead);
 
 // Length of the well-formed UTF-8 sequence at s[i] (i < s.size(); 1 for an
-// ASCII byte), or 0 if there is none. Then sets *consumed to how many bytes form the maximal
-// ill-formed subpart, so that each becomes a single U+FFFD (Unicode 15,
-// section 3.9, "U+FFFD Substitution of Maximal Subparts").
+// ASCII byte), or 0 if there is none. Then sets *consumed to how many bytes
+// form the maximal ill-formed subpart, so that each becomes a single U+FFFD
+// (Unicode 15, section 3.9, "U+FFFD Substitution of Maximal Subparts").
 size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* consumed);
 
 // A run of decimal digits at the front of *text, consumed. False (and *text
