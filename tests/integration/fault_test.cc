@@ -7,9 +7,9 @@
 // demands a relist, an exact prefix and then an explicit 410 Expired ERROR
 // event (PrefixThenExpired), and watches opened afterwards are exact again.
 //
-// Every test runs its own PostgreSQL cluster (support/fault.h: FaultCluster),
-// which it may restart, crash or starve of WAL without disturbing other
-// tests; walwatch runs as the real binary (WALWATCH_BINARY).
+// Every test runs its own PostgreSQL cluster (support/pg_cluster.h), which
+// it may restart, crash or starve of WAL without disturbing other tests;
+// walwatch runs as the real binary (WALWATCH_BINARY).
 //
 // Faults: PostgreSQL fast and immediate restarts; connections cut by a TCP
 // proxy; a silent partition (the proxy stalls), also during SIGTERM; the
@@ -45,6 +45,7 @@
 #include "tests/integration/support/fault.h"
 #include "tests/integration/support/model.h"
 #include "tests/integration/support/pg.h"
+#include "tests/integration/support/pg_cluster.h"
 #include "tests/integration/support/walwatch_process.h"
 #include "tests/integration/support/watch_client.h"
 
@@ -160,14 +161,14 @@ class FaultTest : public ::testing::Test {
   // A cluster with the schema in database `fault`, a seed pod and deployment
   // (so walwatch knows both resources), and two other tables: fault_marker
   // (marker transactions) and other_table (filtered out by walwatch).
-  void StartCluster(FaultCluster::Options options = {}) {
-    cluster_ = std::make_unique<FaultCluster>(std::move(options));
+  void StartCluster(PgCluster::Options options = {}) {
+    cluster_ = std::make_unique<PgCluster>(std::move(options));
     PrepareDatabase(*cluster_);
     db_ = std::make_unique<PgConnection>(Conninfo());
   }
 
   // Database `fault` on `cluster`, as StartCluster describes it.
-  static void PrepareDatabase(const FaultCluster& cluster) {
+  static void PrepareDatabase(const PgCluster& cluster) {
     {
       PgConnection admin(cluster.Conninfo("postgres"));
       admin.Exec(std::string("CREATE DATABASE ") + kDb);
@@ -503,7 +504,7 @@ class FaultTest : public ::testing::Test {
   std::string tmpdir_;
   uint64_t seed_ = 20261202;
   Clock::time_point started_;
-  std::unique_ptr<FaultCluster> cluster_;
+  std::unique_ptr<PgCluster> cluster_;
   std::unique_ptr<PgConnection> db_;
   std::unique_ptr<TcpProxy> proxy_;
   std::vector<std::unique_ptr<WalwatchProcess>> walwatches_;
@@ -522,6 +523,8 @@ class PgRestartTest : public FaultTest,
 
 TEST_P(PgRestartTest, StreamsStayOpenAndEveryEventArrivesOnce) {
   const std::string mode = GetParam();
+  const auto shutdown = mode == "fast" ? PgCluster::Shutdown::kFast
+                                       : PgCluster::Shutdown::kImmediate;
   StartCluster();
   int metrics_port = 0;
   auto o = OptionsWithMetrics(&metrics_port);
@@ -534,7 +537,7 @@ TEST_P(PgRestartTest, StreamsStayOpenAndEveryEventArrivesOnce) {
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE("restart -m " + mode + " #" + std::to_string(round + 1));
     try {
-      cluster_->Restart(mode);
+      cluster_->Restart(shutdown);
     } catch (const std::exception& e) {
       // A fast shutdown waits for every walsender to exit, and a logical
       // walsender exits only once its client has confirmed (flush) all it
@@ -877,8 +880,8 @@ TEST_F(FaultTest, ReplayWindowBytesBoundsTheWalHeldBack) {
 
 // With 1 MB WAL segments and max_slot_wal_keep_size = 1MB, a few segment
 // switches and checkpoints invalidate a slot that does not advance.
-FaultCluster::Options SmallWalOptions() {
-  FaultCluster::Options c;
+PgCluster::Options SmallWalOptions() {
+  PgCluster::Options c;
   c.initdb_args = {"--wal-segsize=1"};
   c.settings = {"max_slot_wal_keep_size = 1MB", "min_wal_size = 2MB",
                 "max_wal_size = 64MB", "wal_keep_size = 0"};
@@ -1139,7 +1142,7 @@ TEST_F(SlotLostTest, InvalidatedOrDroppedWhileWalwatchDownGives410) {
 // no state that new can be read yet, and walwatch must say so (504) rather
 // than answer an older one.
 TEST_F(FaultTest, WatchListNotOlderThanAnRvNoSnapshotSeesYetIs504) {
-  FaultCluster::Options c;
+  PgCluster::Options c;
   c.settings = {"synchronous_standby_names = 'nobody'",
                 "synchronous_commit = local"};
   StartCluster(c);
@@ -1263,7 +1266,7 @@ TEST_F(FaultTest, ARowThatCannotBecomeAnEventGives410NotSilence) {
 // transaction is a barrier for every watcher; the error is counted
 // (walwatch_decode_errors_total) and logged with the message's position.
 TEST_F(FaultTest, AMessageThatIsNotUtf8Gives410NotSilence) {
-  FaultCluster::Options sql_ascii;
+  PgCluster::Options sql_ascii;
   sql_ascii.initdb_args = {"--encoding=SQL_ASCII", "--locale=C"};
   StartCluster(std::move(sql_ascii));
   ASSERT_EQ(db().QueryValue("SHOW server_encoding"), "SQL_ASCII");
@@ -1454,7 +1457,7 @@ TEST_F(FaultTest, AFailoverToAServerBehindLosesNothingAndFencesOldRvs) {
     db().Exec(
         "SELECT pg_logical_emit_message(false, 'test', repeat('x', 16777216))");
   }
-  auto b = std::make_unique<FaultCluster>(FaultCluster::Options{});
+  auto b = std::make_unique<PgCluster>(PgCluster::Options{});
   PrepareDatabase(*b);
   PgConnection bdb(b->Conninfo(kDb));
   int metrics_port = 0;
@@ -1665,7 +1668,7 @@ TEST_F(FaultTest, AWalsenderMadeASynchronousStandbyIsReported) {
 TEST_F(FaultTest, StartupWaitsForAServerThatIsDown) {
   StartCluster();
   db_.reset();
-  cluster_->Stop("fast");
+  cluster_->Stop(PgCluster::Shutdown::kFast);
   const std::string retrying =
       "PostgreSQL does not answer yet (down, starting or shutting down); "
       "retrying";
@@ -1707,7 +1710,7 @@ TEST_F(FaultTest, SlotStatusIsUnknownWhileTheServerIsDown) {
   };
   ASSERT_TRUE(status_is("reserved", seconds(20)));
   db_.reset();
-  cluster_->Stop("fast");
+  cluster_->Stop(PgCluster::Shutdown::kFast);
   EXPECT_TRUE(status_is("unknown", seconds(30)));
   EXPECT_EQ(Metric(metrics_port, "walwatch_slot_wal_status{status=\"reserved\"}"),
             0.0);
@@ -1946,7 +1949,7 @@ TEST_P(HugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
   const bool watched = GetParam();
   // A short timeout, so that a walwatch that stops answering while a huge
   // transaction streams in (or while the walsender skips one) is caught.
-  FaultCluster::Options c;
+  PgCluster::Options c;
   c.settings = {"wal_sender_timeout = 10s"};
   StartCluster(c);
   int metrics_port = 0;
