@@ -7,7 +7,7 @@
 // the container image's non-root user, which walwatch runs as.
 //
 // Not here, and why: these need a cluster of their own, which only the
-// fault suite (fault_test.cc) runs; here they are read at their healthy
+// fault suite (fault_*_test.cc) runs; here they are read at their healthy
 // value, 0, and there above it:
 //  * walwatch_walsender_synchronous = 1: a synchronous standby
 //    (FaultTest.AWalsenderMadeASynchronousStandbyIsReported).

@@ -1,9 +1,10 @@
-// Support for walwatch's fault suite (tests/integration/fault_test.cc): a
-// TCP proxy whose connections a test can reset; a writer that keeps writing
-// Clusterpedia-shaped rows through every fault and knows exactly which
-// writes committed; watchers that record what they receive; and a checker
-// that compares the two: every event exactly once, in commit order, with the
-// stored object. The suite's private clusters are support/pg_cluster.h's.
+// Support for walwatch's fault suite (tests/integration/fault_*_test.cc, on
+// support/fault_fixture.h): a TCP proxy whose connections a test can reset;
+// a writer that keeps writing Clusterpedia-shaped rows through every fault
+// and knows exactly which writes committed; watchers that record what they
+// receive; and a checker that compares the two: every event exactly once, in
+// commit order, with the stored object. The suite's private clusters are
+// support/pg_cluster.h's.
 //
 // Every wait is a condition polled against a deadline; nothing here sleeps
 // for correctness.
