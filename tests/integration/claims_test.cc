@@ -7,7 +7,7 @@
 // the container image's non-root user, which walwatch runs as.
 //
 // Not here, and why: these need a cluster of their own, which only the
-// fault suite (fault_test.cc) runs; here they are read at their healthy
+// fault suite (fault_*_test.cc) runs; here they are read at their healthy
 // value, 0, and there above it:
 //  * walwatch_walsender_synchronous = 1: a synchronous standby
 //    (FaultTest.AWalsenderMadeASynchronousStandbyIsReported).
@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/integration/support/harness.h"
+#include "tests/integration/support/pg_cluster.h"
 
 namespace walwatch::itest {
 namespace {
@@ -570,10 +571,11 @@ TEST_F(ClaimsTest, ShutdownGivesAStalledWatcherTwoSeconds) {
 // the WAL segment holding its position is older than the age, it is
 // dropped.
 TEST(ClaimsSlotsTest, DropInactiveForAnAgeAboveZero) {
-  std::unique_ptr<ScratchCluster> cluster;
+  PgCluster::Options small;
+  small.settings = {"max_replication_slots = 4", "max_wal_senders = 4"};
+  std::unique_ptr<PgCluster> cluster;
   try {
-    cluster = std::make_unique<ScratchCluster>(std::vector<std::string>{
-        "wal_level=logical", "max_replication_slots=4", "max_wal_senders=4"});
+    cluster = std::make_unique<PgCluster>(small);
   } catch (const std::exception& e) {
     FAIL() << e.what();
   }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/integration/support/harness.h"
+#include "tests/integration/support/pg_cluster.h"
 
 namespace walwatch::itest {
 namespace {
@@ -153,14 +154,10 @@ TEST_F(StartupErrorsTest, Wal2jsonMissing) {
 
 TEST_F(StartupErrorsTest, WalLevelNotLogical) {
   // wal_level is per server: a second, tiny cluster with wal_level=replica.
-  std::vector<std::string> settings = {"wal_level=replica",
-                                       "max_wal_senders=4"};
-  if (ServerHasSetting("output_plugin_libraries")) {
-    std::string libs = db().QueryValue("SHOW output_plugin_libraries");
-    libs.erase(std::remove(libs.begin(), libs.end(), ' '), libs.end());
-    settings.push_back("output_plugin_libraries=" + libs);
-  }
-  ScratchCluster scratch(settings);
+  // (It lists the output plugins itself where the server knows the setting.)
+  PgCluster::Options replica;
+  replica.settings = {"wal_level = replica", "max_wal_senders = 4"};
+  PgCluster scratch(replica);
   {
     PgConnection admin(scratch.Conninfo("postgres"));
     admin.Exec("CREATE DATABASE walwatch");

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -13,7 +12,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -27,142 +25,7 @@ constexpr char kMemberRvAnnotationKey[] =
     "walwatch.clusterpedia.io/member-resource-version";
 constexpr char kClusterAnnotationKey[] = "shadow.clusterpedia.io/cluster-name";
 
-std::vector<std::string> AsPostgres(std::vector<std::string> argv) {
-  if (geteuid() != 0) return argv;
-  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
-std::string Join(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
-
-void RunOrThrow(const std::vector<std::string>& argv,
-                std::chrono::milliseconds timeout = std::chrono::seconds(90)) {
-  auto r = RunCommand(argv, timeout);
-  if (!r.exited || r.exit_code != 0) {
-    throw std::runtime_error("command failed (" + r.Describe() +
-                             "): " + Join(argv) + "\n" + r.output);
-  }
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// FaultCluster
-
-FaultCluster::FaultCluster(Options options) {
-  const char* bin = std::getenv("WALWATCH_TEST_PGBIN");
-  bin_ = bin && *bin ? bin : "/usr/lib/postgresql/15/bin";
-  char tmpl[] = "/tmp/walwatch-fault.XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-  dir_ = tmpl;
-  if (geteuid() == 0) {
-    struct passwd* pw = getpwnam("postgres");
-    if (!pw) throw std::runtime_error("running as root but no postgres user");
-    if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
-      throw std::runtime_error("chown " + dir_ + " failed");
-    }
-  }
-  try {
-    std::vector<std::string> initdb = {bin_ + "/initdb", "-D", dir_ + "/data",
-                                       "-A", "trust", "-U", "postgres",
-                                       "--no-sync"};
-    initdb.insert(initdb.end(), options.initdb_args.begin(),
-                  options.initdb_args.end());
-    RunOrThrow(AsPostgres(initdb));
-    // PostgreSQL 15.19+ allows only listed output plugins; older 15.x refuse
-    // to start with the setting (tests/tools/pg-sandbox.sh does the same).
-    auto describe = RunCommand(
-        AsPostgres({bin_ + "/postgres", "--describe-config"}),
-        std::chrono::seconds(30));
-    bool has_plugin_list =
-        describe.output.find("\noutput_plugin_libraries\t") !=
-        std::string::npos;
-    std::ofstream conf(dir_ + "/data/postgresql.conf", std::ios::app);
-    conf << "\n# walwatch fault suite\n"
-         << "listen_addresses = ''\n"
-         << "port = 5432\n"
-         << "unix_socket_directories = '" << dir_ << "'\n"
-         << "fsync = off\n"
-         << "wal_level = logical\n"
-         << "max_replication_slots = 16\n"
-         << "max_wal_senders = 16\n"
-         << "max_connections = 50\n"
-         << "shared_buffers = 64MB\n";
-    if (has_plugin_list) {
-      conf << "output_plugin_libraries = 'pgoutput, test_decoding, wal2json'\n";
-    }
-    for (const auto& s : options.settings) conf << s << "\n";
-    conf.close();
-    if (!conf) throw std::runtime_error("cannot write postgresql.conf");
-    RunOrThrow(PgCtl({"-l", dir_ + "/log", "-w", "-t", "60", "start"}));
-  } catch (const std::exception& e) {
-    std::string log;
-    try {
-      log = ReadFileOrThrow(dir_ + "/log");
-    } catch (const std::exception&) {
-    }
-    RunCommand(PgCtl({"-m", "immediate", "-w", "-t", "30", "stop"}),
-               std::chrono::seconds(40));
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-    throw std::runtime_error(std::string(e.what()) + "\nserver log:\n" + log);
-  }
-  started_ = true;
-}
-
-FaultCluster::~FaultCluster() {
-  if (started_) {
-    RunCommand(PgCtl({"-m", "immediate", "-w", "-t", "30", "stop"}),
-               std::chrono::seconds(40));
-  }
-  const char* keep = std::getenv("WALWATCH_TEST_KEEP_LOGS");
-  if (::testing::Test::HasFailure() || (keep && *keep == '1')) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_ + "/data", ec);
-    std::fprintf(stderr, "fault cluster log kept in %s/log\n", dir_.c_str());
-    return;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
-
-std::vector<std::string> FaultCluster::PgCtl(
-    std::vector<std::string> args) const {
-  std::vector<std::string> argv = {bin_ + "/pg_ctl", "-D", dir_ + "/data"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return AsPostgres(argv);
-}
-
-std::string FaultCluster::Conninfo(const std::string& dbname) const {
-  return "host=" + dir_ + " port=5432 dbname=" + dbname + " user=postgres";
-}
-
-std::string FaultCluster::SocketPath() const { return dir_ + "/.s.PGSQL.5432"; }
-
-void FaultCluster::Restart(const std::string& mode) {
-  RunOrThrow(PgCtl({"-l", dir_ + "/log", "-m", mode, "-w", "-t", "30",
-                    "restart"}));
-}
-
-void FaultCluster::Stop(const std::string& mode) {
-  RunOrThrow(PgCtl({"-m", mode, "-w", "-t", "30", "stop"}));
-}
-
-void FaultCluster::Start() {
-  RunOrThrow(PgCtl({"-l", dir_ + "/log", "-w", "-t", "30", "start"}));
-}
-
-std::string FaultCluster::LogText() const {
-  try {
-    return ReadFileOrThrow(dir_ + "/log");
-  } catch (const std::exception&) {
-    return "";
-  }
-}
 
 // ---------------------------------------------------------------------------
 // TcpProxy

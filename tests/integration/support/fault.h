@@ -1,18 +1,18 @@
-// Support for walwatch's fault suite (tests/integration/fault_test.cc): a
-// private PostgreSQL cluster that a test may restart, crash, starve of WAL or
-// cut off; a TCP proxy whose connections a test can reset; a writer that
-// keeps writing Clusterpedia-shaped rows through every fault and knows
-// exactly which writes committed; watchers that record what they receive;
-// and a checker that compares the two: every event exactly once, in commit
-// order, with the stored object.
+// Support for walwatch's fault suite (tests/integration/fault_*_test.cc, on
+// support/fault_fixture.h): a TCP proxy whose connections a test can reset;
+// a writer that keeps writing Clusterpedia-shaped rows through every fault
+// and knows exactly which writes committed; watchers that record what they
+// receive; and a checker that compares the two: every event exactly once, in
+// commit order, with the stored object. The suite's private clusters are
+// support/pg_cluster.h's.
 //
 // Every wait is a condition polled against a deadline; nothing here sleeps
 // for correctness.
 //
 // Thread safety: FaultWriter and FaultWatcher each run one thread of their
 // own; their public methods may be called from the test's thread (they lock).
-// FaultCluster and TcpProxy methods are for the test's thread (the proxy's
-// forwarding runs on its own thread).
+// TcpProxy's methods are for the test's thread (its forwarding runs on its
+// own thread).
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_FAULT_H_
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_FAULT_H_
 
@@ -39,45 +39,6 @@
 #include "tests/integration/support/watch_client.h"
 
 namespace walwatch::itest {
-
-// ---------------------------------------------------------------------------
-// A private PostgreSQL 15 cluster with wal2json, on a Unix socket in its own
-// directory (no TCP). Unlike ScratchCluster it can be restarted (fast or
-// immediate), takes initdb arguments (--wal-segsize=1) and exposes its log.
-// Runs the server binaries as `postgres` when the test runs as root.
-class FaultCluster {
- public:
-  struct Options {
-    // Lines for postgresql.conf ("name = value"), after the defaults
-    // (wal_level=logical, slots, fsync=off, output_plugin_libraries, ...).
-    std::vector<std::string> settings;
-    std::vector<std::string> initdb_args;
-  };
-  // initdb + start; throws std::runtime_error with the tool's output.
-  explicit FaultCluster(Options options);
-  ~FaultCluster();  // immediate shutdown, removes the directory
-  FaultCluster(const FaultCluster&) = delete;
-  FaultCluster& operator=(const FaultCluster&) = delete;
-
-  std::string Conninfo(const std::string& dbname) const;
-  // The server's Unix socket (for the TCP proxy's upstream).
-  std::string SocketPath() const;
-  const std::string& dir() const { return dir_; }
-
-  // pg_ctl restart -m MODE -w (fast or immediate); throws on failure.
-  void Restart(const std::string& mode);
-  // pg_ctl stop -m MODE -w, and pg_ctl start -w; throw on failure.
-  void Stop(const std::string& mode);
-  void Start();
-  // The server log so far.
-  std::string LogText() const;
-
- private:
-  std::vector<std::string> PgCtl(std::vector<std::string> args) const;
-  std::string dir_;
-  std::string bin_;
-  bool started_ = false;
-};
 
 // ---------------------------------------------------------------------------
 // A TCP proxy on 127.0.0.1 (an ephemeral port) to a Unix socket: walwatch

@@ -1,7 +1,6 @@
 #include "tests/integration/support/pg.h"
 
 #include <libpq-fe.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,14 +10,11 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
-
-#include "tests/integration/support/walwatch_process.h"
 
 namespace walwatch::itest {
 
@@ -344,92 +340,6 @@ void PgDatabaseTest::TearDown() {
     ADD_FAILURE() << "could not drop database " << dbname_ << ": "
                   << e.what();
   }
-}
-
-// ---------------------------------------------------------------------------
-// ScratchCluster
-
-namespace {
-
-std::vector<std::string> AsPostgresUser(std::vector<std::string> argv) {
-  if (geteuid() != 0) return argv;
-  argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
-  return argv;
-}
-
-void RunOrThrow(const std::vector<std::string>& argv) {
-  auto result = RunCommand(argv, std::chrono::seconds(60));
-  if (!result.exited || result.exit_code != 0) {
-    std::string cmd;
-    for (const auto& a : argv) cmd += a + " ";
-    throw std::runtime_error("command failed (" + result.Describe() +
-                             "): " + cmd + "\n" + result.output);
-  }
-}
-
-}  // namespace
-
-ScratchCluster::ScratchCluster(const std::vector<std::string>& settings) {
-  const char* bin = std::getenv("WALWATCH_TEST_PGBIN");
-  bin_ = bin && *bin ? bin : "/usr/lib/postgresql/15/bin";
-  char tmpl[] = "/tmp/walwatch-scratchpg.XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-  dir_ = tmpl;
-  if (geteuid() == 0) {
-    struct passwd* pw = getpwnam("postgres");
-    if (!pw) throw std::runtime_error("running as root but no postgres user");
-    if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
-      throw std::runtime_error("chown " + dir_ + " failed");
-    }
-  }
-  std::string options = "-c listen_addresses='' -c port=5432 "
-                        "-c unix_socket_directories=" + dir_ +
-                        " -c fsync=off -c shared_buffers=16MB";
-  // PostgreSQL 15.19+ (Debian 12's 15.20 security update) lets only the
-  // output plugins listed in output_plugin_libraries be used; older 15.x
-  // refuse to start with the setting (support/fault.cc and
-  // tests/tools/pg-sandbox.sh do the same).
-  if (RunCommand(AsPostgresUser({bin_ + "/postgres", "--describe-config"}),
-                 std::chrono::seconds(30))
-          .output.find("\noutput_plugin_libraries\t") != std::string::npos) {
-    options += " -c output_plugin_libraries=pgoutput,test_decoding,wal2json";
-  }
-  for (const auto& s : settings) options += " -c " + s;
-  try {
-    RunOrThrow(AsPostgresUser({bin_ + "/initdb", "-D", dir_ + "/data", "-A",
-                               "trust", "-U", "postgres", "--no-sync"}));
-    RunOrThrow(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-l",
-                               dir_ + "/log", "-o", options, "-w", "-t", "60",
-                               "start"}));
-  } catch (const std::exception& e) {
-    std::string log;
-    try {
-      log = ReadFileOrThrow(dir_ + "/log");
-    } catch (const std::exception&) {
-    }
-    // pg_ctl may have given up waiting on a postmaster that did start.
-    RunCommand(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-m",
-                               "immediate", "-w", "-t", "30", "stop"}),
-               std::chrono::seconds(40));
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-    throw std::runtime_error(std::string(e.what()) + "server log:\n" + log);
-  }
-  started_ = true;
-}
-
-ScratchCluster::~ScratchCluster() {
-  if (started_) {
-    RunCommand(AsPostgresUser({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-m",
-                               "immediate", "-w", "-t", "30", "stop"}),
-               std::chrono::seconds(40));
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
-
-std::string ScratchCluster::Conninfo(const std::string& dbname) const {
-  return "host=" + dir_ + " port=5432 dbname=" + dbname + " user=postgres";
 }
 
 }  // namespace walwatch::itest

@@ -8,8 +8,8 @@
 //    of each transaction, in commit order, to check resourceVersions exactly.
 //  * PgDatabaseTest: a fixture giving every test its own database with
 //    schema/clusterpedia.sql applied, dropped afterwards with its slots.
-//  * ScratchCluster: a tiny throwaway cluster with settings the shared one
-//    cannot have (wal_level=replica), for startup-error tests.
+//
+// A private cluster of a test's own is support/pg_cluster.h's PgCluster.
 //
 // Thread safety: none of these may be shared between threads.
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_PG_H_
@@ -168,26 +168,6 @@ class PgDatabaseTest : public ::testing::Test {
 
 // Path of the schema file tests apply.
 std::string SchemaPath();
-
-// A throwaway single-user cluster on its own socket directory (no TCP),
-// started with extra `-c` settings. Needs the PostgreSQL 15 server binaries
-// (WALWATCH_TEST_PGBIN, default /usr/lib/postgresql/15/bin); when run as
-// root it runs them as the `postgres` user.
-class ScratchCluster {
- public:
-  // Throws std::runtime_error with the tool's output on failure.
-  explicit ScratchCluster(const std::vector<std::string>& settings);
-  ~ScratchCluster();  // immediate shutdown, removes the directory
-  ScratchCluster(const ScratchCluster&) = delete;
-  ScratchCluster& operator=(const ScratchCluster&) = delete;
-
-  std::string Conninfo(const std::string& dbname) const;
-
- private:
-  std::string dir_;
-  std::string bin_;
-  bool started_ = false;
-};
 
 }  // namespace walwatch::itest
 
