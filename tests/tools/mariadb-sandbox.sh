@@ -18,6 +18,7 @@
 #   DIR/data                    the data directory
 #   DIR/binlog/mariadb-bin.*    the binary log (and its index)
 #   DIR/log/mariadbd.log        the server's error log
+#   DIR/tmp                     its tmpdir
 #   DIR/my.cnf                  the only option file the server reads
 #   DIR/mariadbd.sock           the Unix socket
 #   DIR/mariadbd.pid            the server's pid
@@ -58,32 +59,18 @@ PW_USER=walwatch_pw
 PW_PASSWORD=walwatch_pw
 MARIADBD=${WALWATCH_MARIADBD:-/usr/sbin/mariadbd}
 
-die() { echo "mariadb-sandbox: $*" >&2; exit 1; }
-say() { echo "mariadb-sandbox: $*" >&2; }
+SANDBOX_NAME=mariadb-sandbox
+SANDBOX_USER=mysql
+SANDBOX_PACKAGE=mariadb-server
+SERVER_KIND=MariaDB
+SERVER_LOG=log/mariadbd.log
+SOCKET_SUFFIX_LEN=14  # /mariadbd.sock
+# shellcheck source=tests/tools/sandbox-lib.sh
+source "$(dirname "$0")/sandbox-lib.sh"
 
 usage() {
   sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
-}
-
-IS_ROOT=0
-[[ $(id -u) -eq 0 ]] && IS_ROOT=1
-
-# Run a server-side tool as the server's owner, from /, so that an unreadable
-# current directory does not matter.
-as_mysql() {
-  if ((IS_ROOT)); then
-    (cd / && runuser -u mysql -- "$@")
-  else
-    (cd / && "$@")
-  fi
-}
-
-abs_dir() {
-  local d=$1
-  [[ -n "$d" ]] || die "DIR is empty"
-  if [[ "$d" != /* ]]; then d="$PWD/$d"; fi
-  realpath -m -- "$d"
 }
 
 print_env() {
@@ -101,12 +88,9 @@ server_pid() {
 }
 
 is_running() {
-  local dir=$1 pid state
-  pid=$(server_pid "$dir") || return 1
-  [[ -r "/proc/$pid/stat" ]] || return 1
-  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-  [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
-  [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == mariadbd ]]
+  local pid
+  pid=$(server_pid "$1") || return 1
+  process_alive "$pid" mariadbd
 }
 
 wait_gone() {
@@ -136,42 +120,6 @@ stop_server() {
   fi
 }
 
-remove_dir() {
-  local dir=$1
-  [[ -e "$dir" ]] || return 0
-  [[ -d "$dir" ]] || die "$dir exists and is not a directory; not touching it"
-  if [[ -e "$dir/$MARKER" ]] || [[ -z "$(ls -A "$dir" 2>/dev/null)" ]]; then
-    rm -rf -- "$dir"
-  else
-    die "$dir is not empty and not a mariadb-sandbox directory (no $MARKER); not touching it"
-  fi
-}
-
-check_traversable() {
-  local dir=$1
-  ((IS_ROOT)) || return 0
-  id mysql >/dev/null 2>&1 || die "running as root but there is no 'mysql' user (is mariadb-server installed?)"
-  local parent
-  parent=$(dirname -- "$dir")
-  while [[ ! -e "$parent" ]]; do parent=$(dirname -- "$parent"); done
-  if ! runuser -u mysql -- test -x "$parent" 2>/dev/null; then
-    die "user mysql cannot reach $parent (a parent is not o+x); use a directory under /tmp"
-  fi
-}
-
-random_port() {
-  echo $((15000 + (RANDOM % 17768)))
-}
-
-port_in_use() {
-  local port=$1
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-  if command -v ss >/dev/null 2>&1 && ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
-    return 0
-  fi
-  return 1
-}
-
 write_config() {
   local dir=$1 port=$2
   {
@@ -181,6 +129,9 @@ write_config() {
     echo "socket = $dir/mariadbd.sock"
     echo "pid-file = $dir/mariadbd.pid"
     echo "log-error = $dir/log/mariadbd.log"
+    # Its own: a starting server removes the temporary files it finds in
+    # tmpdir, other sandboxes' too.
+    echo "tmpdir = $dir/tmp"
     echo "port = $port"
     echo "bind-address = 127.0.0.1"
     echo "skip-name-resolve"
@@ -210,17 +161,18 @@ write_config() {
 
 init_server() {
   local dir=$1
-  mkdir -p "$dir/log" "$dir/binlog" "$dir/data"
+  mkdir -p "$dir/log" "$dir/binlog" "$dir/data" "$dir/tmp"
   touch "$dir/$MARKER"
   write_config "$dir" 0
   if ((IS_ROOT)); then chown -R mysql:mysql "$dir"; fi
   chmod 0755 "$dir"
   local user_opt=()
   ((IS_ROOT)) && user_opt=(--user=mysql)
-  if ! as_mysql mariadb-install-db --defaults-file="$dir/my.cnf" "${user_opt[@]}" \
+  if ! as_owner mariadb-install-db --defaults-file="$dir/my.cnf" "${user_opt[@]}" \
       --auth-root-authentication-method=normal --skip-test-db \
       --skip-name-resolve >"$dir/log/install-db.log" 2>&1; then
     cat "$dir/log/install-db.log" >&2
+    tail -n 20 "$dir/log/mariadbd.log" >&2 || true
     die "mariadb-install-db failed"
   fi
 }
@@ -246,7 +198,7 @@ try_start() {
     fi
     if grep -qE 'Address already in use|Do you already have another' "$dir/log/mariadbd.log" 2>/dev/null; then
       pid=$(server_pid "$dir" || true)
-      [[ -n "$pid" ]] && wait_gone "$pid" 300 || true
+      if [[ -n "$pid" ]]; then wait_gone "$pid" 300 || true; fi
       return 3
     fi
     if grep -qE '\[ERROR\] Aborting' "$dir/log/mariadbd.log" 2>/dev/null; then
@@ -258,57 +210,12 @@ try_start() {
 }
 
 cmd_start() {
-  local dir port=${2:-} fixed_port=${2:-}
+  local dir port
   dir=$(abs_dir "$1")
   [[ -x "$MARIADBD" ]] || die "$MARIADBD not found (install mariadb-server, or set WALWATCH_MARIADBD)"
   command -v mariadb-install-db >/dev/null || die "mariadb-install-db not found (install mariadb-server)"
-  if [[ -n "$port" && ! "$port" =~ ^[0-9]+$ ]]; then die "bad PORT: $port"; fi
-
-  if [[ -e "$dir/$MARKER" ]] && is_running "$dir" && [[ -f "$dir/port" ]]; then
-    local cur
-    cur=$(cat "$dir/port")
-    if [[ -z "$port" || "$port" == "$cur" ]]; then
-      say "already running in $dir on port $cur"
-      print_env "$dir" "$cur"
-      return 0
-    fi
-    say "running in $dir on port $cur; restarting on port $port"
-  fi
-
-  if [[ -e "$dir" ]]; then
-    if [[ -e "$dir/$MARKER" ]]; then stop_server "$dir"; fi
-    remove_dir "$dir"
-  fi
-
-  local sockpath_len=$((${#dir} + 14))
-  ((sockpath_len < 108)) || die "DIR too long for a Unix socket path ($dir); use a shorter one under /tmp"
-
-  check_traversable "$dir"
-  mkdir -p -- "$dir"
-  init_server "$dir"
-
-  local tries=0 rc
-  while :; do
-    local p=$port
-    if [[ -z "$p" ]]; then
-      p=$(random_port)
-      while port_in_use "$p"; do p=$(random_port); done
-    fi
-    rc=0
-    try_start "$dir" "$p" || rc=$?
-    if ((rc == 0)); then
-      port=$p
-      break
-    fi
-    tries=$((tries + 1))
-    if ((rc == 3)) && [[ -z "$fixed_port" ]] && ((tries < 20)); then
-      continue
-    fi
-    tail -n 30 "$dir/log/mariadbd.log" >&2 || true
-    stop_server "$dir"
-    die "could not start MariaDB in $dir on port $p (log: $dir/log/mariadbd.log)"
-  done
-  echo "$port" >"$dir/port"
+  sandbox_start "$dir" "${2:-}" || return 0
+  port=$(cat "$dir/port")
 
   if ! mariadb --no-defaults --socket="$dir/mariadbd.sock" -uroot \
       >/dev/null 2>"$dir/log/setup.err" <<SQL; then
@@ -323,27 +230,4 @@ SQL
   print_env "$dir" "$port"
 }
 
-cmd_stop() {
-  local dir
-  dir=$(abs_dir "$1")
-  [[ -e "$dir" ]] || return 0
-  if [[ -e "$dir/$MARKER" ]]; then stop_server "$dir"; fi
-  remove_dir "$dir"
-}
-
-cmd_env() {
-  local dir
-  dir=$(abs_dir "$1")
-  [[ -f "$dir/port" ]] || die "no sandbox in $dir"
-  is_running "$dir" || die "the sandbox in $dir is not running"
-  print_env "$dir" "$(cat "$dir/port")"
-}
-
-(($# >= 1)) || usage
-case "$1" in
-  start) (($# == 2 || $# == 3)) || usage; cmd_start "$2" "${3:-}" ;;
-  stop) (($# == 2)) || usage; cmd_stop "$2" ;;
-  env) (($# == 2)) || usage; cmd_env "$2" ;;
-  -h | --help | help) usage ;;
-  *) usage ;;
-esac
+sandbox_main "$@"
