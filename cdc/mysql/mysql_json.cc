@@ -348,29 +348,17 @@ class Decoder {
             return Fail("unknown literal " + std::to_string(in_[pos]), pos);
         }
       case kInt16:
-        if (!need(2, "int16")) return false;
-        AppendSigned(static_cast<int16_t>(ReadLe(in_ + pos, 2)), out_);
-        return true;
+        return Integer(pos, avail, 2, true, "int16");
       case kUint16:
-        if (!need(2, "uint16")) return false;
-        AppendUnsigned(ReadLe(in_ + pos, 2), out_);
-        return true;
+        return Integer(pos, avail, 2, false, "uint16");
       case kInt32:
-        if (!need(4, "int32")) return false;
-        AppendSigned(static_cast<int32_t>(ReadLe(in_ + pos, 4)), out_);
-        return true;
+        return Integer(pos, avail, 4, true, "int32");
       case kUint32:
-        if (!need(4, "uint32")) return false;
-        AppendUnsigned(ReadLe(in_ + pos, 4), out_);
-        return true;
+        return Integer(pos, avail, 4, false, "uint32");
       case kInt64:
-        if (!need(8, "int64")) return false;
-        AppendSigned(static_cast<int64_t>(ReadLe(in_ + pos, 8)), out_);
-        return true;
+        return Integer(pos, avail, 8, true, "int64");
       case kUint64:
-        if (!need(8, "uint64")) return false;
-        AppendUnsigned(ReadLe(in_ + pos, 8), out_);
-        return true;
+        return Integer(pos, avail, 8, false, "uint64");
       case kDouble: {
         if (!need(8, "double")) return false;
         uint64_t bits = ReadLe(in_ + pos, 8);
@@ -400,6 +388,20 @@ class Decoder {
       default:
         return Fail("unknown value type " + std::to_string(type), pos);
     }
+  }
+
+  // A little-endian integer of `bytes` bytes.
+  bool Integer(size_t pos, size_t avail, size_t bytes, bool is_signed,
+               const char* name) {
+    if (avail < bytes) return Fail(std::string("truncated ") + name, pos);
+    const uint64_t u = ReadLe(in_ + pos, bytes);
+    if (is_signed) {
+      const unsigned shift = static_cast<unsigned>(64 - 8 * bytes);
+      AppendSigned(static_cast<int64_t>(u << shift) >> shift, out_);
+    } else {
+      AppendUnsigned(u, out_);
+    }
+    return true;
   }
 
   // json_binary's variable length: 7 bits a byte, low bits first, at most
@@ -435,36 +437,19 @@ class Decoder {
         i += k;
         continue;
       }
-      switch (c) {
-        case '"':
-          out_->append("\\\"");
-          break;
-        case '\\':
-          out_->append("\\\\");
-          break;
-        case '\b':
-          out_->append("\\b");
-          break;
-        case '\f':
-          out_->append("\\f");
-          break;
-        case '\n':
-          out_->append("\\n");
-          break;
-        case '\r':
-          out_->append("\\r");
-          break;
-        case '\t':
-          out_->append("\\t");
-          break;
-        default:
-          if (c <= 0x1f) {
-            out_->append("\\u00");
-            out_->push_back(kHex[c >> 4]);
-            out_->push_back(kHex[c & 0xf]);
-          } else {
-            out_->push_back(static_cast<char>(c));
-          }
+      // The escapes with a letter, then \u00xx for the other control bytes.
+      static const char kEscaped[] = "\"\\\b\f\n\r\t";
+      static const char kLetter[] = "\"\\bfnrt";
+      const char* e = c != 0 ? std::strchr(kEscaped, c) : nullptr;
+      if (e != nullptr) {
+        out_->push_back('\\');
+        out_->push_back(kLetter[e - kEscaped]);
+      } else if (c <= 0x1f) {
+        out_->append("\\u00");
+        out_->push_back(kHex[c >> 4]);
+        out_->push_back(kHex[c & 0xf]);
+      } else {
+        out_->push_back(static_cast<char>(c));
       }
       ++i;
     }
@@ -574,6 +559,18 @@ class Decoder {
     return true;
   }
 
+  // "HH:MM:SS.ffffff" (hours may run to three digits in a TIME).
+  void AppendClock(uint64_t hour, uint64_t minute, uint64_t second,
+                   uint64_t micros) {
+    AppendPadded(hour, 2, out_);
+    out_->push_back(':');
+    AppendPadded(minute, 2, out_);
+    out_->push_back(':');
+    AppendPadded(second, 2, out_);
+    out_->push_back('.');
+    AppendPadded(micros, 6, out_);
+  }
+
   // A packed temporal value (8 bytes, TIME_to_longlong_packed), quoted as
   // my_TIME_to_str(t, 6) prints it.
   bool Temporal(uint8_t field_type, size_t pos, uint64_t len) {
@@ -595,13 +592,7 @@ class Decoder {
       const uint64_t second = int_part % (1 << 6);
       if (minute > 59 || second > 59) return Fail("bad TIME", pos);
       if (neg) out_->push_back('-');
-      AppendPadded(hour, 2, out_);
-      out_->push_back(':');
-      AppendPadded(minute, 2, out_);
-      out_->push_back(':');
-      AppendPadded(second, 2, out_);
-      out_->push_back('.');
-      AppendPadded(frac, 6, out_);
+      AppendClock(hour, minute, second, frac);
     } else {
       const uint64_t ymd = int_part >> 17;
       const uint64_t ym = ymd >> 5;
@@ -619,13 +610,7 @@ class Decoder {
       AppendPadded(day, 2, out_);
       if (field_type != kFieldDate) {
         out_->push_back(' ');
-        AppendPadded(hour, 2, out_);
-        out_->push_back(':');
-        AppendPadded(minute, 2, out_);
-        out_->push_back(':');
-        AppendPadded(second, 2, out_);
-        out_->push_back('.');
-        AppendPadded(frac, 6, out_);
+        AppendClock(hour, minute, second, frac);
       }
     }
     out_->push_back('"');
