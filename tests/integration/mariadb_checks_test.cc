@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "cdc/mysql/binlog_reader.h"
 #include "cdc/mysql/mysql_checks.h"
 #include "tests/integration/support/mariadb.h"
 
@@ -182,6 +183,31 @@ TEST_F(MysqlChecksTest, ServerIdsThatClashAreRefused) {
   EXPECT_EQ(mysql::CheckServerId(&conn_, mysql::DeriveServerId("walwatch-0"),
                                  "walwatch-0"),
             "");
+}
+
+TEST_F(MysqlChecksTest, AReplicaThatRegisteredHoldsItsServerId) {
+  // A reader that registers (replica_host) shows in SHOW SLAVE HOSTS, which
+  // only an account with REPLICATION MASTER ADMIN (MariaDB) may read.
+  mysql::BinlogReaderOptions o;
+  o.database = kDb;
+  o.table = "resources";
+  o.columns = MappedColumns();
+  o.server_id = mysql::DeriveServerId("walwatch-a");
+  o.replica_host = "walwatch-a";
+  mysql::BinlogReader reader(server_->Root(), o);
+  MysqlConnection root;
+  ASSERT_EQ(root.Connect(server_->Root()), "");
+  mysql::BinlogPosition end;
+  ASSERT_TRUE(mysql::ReadBinlogEnd(&root, &end).ok());
+  mysql::BinlogStatus s = reader.Open(end);
+  ASSERT_TRUE(s.ok()) << s.message;
+
+  // Open() registers before it asks for the dump: no wait.
+  std::string line = mysql::CheckServerId(&root, o.server_id, "walwatch-b");
+  EXPECT_NE(line.find("is taken by walwatch-a"), std::string::npos) << line;
+  EXPECT_EQ(mysql::CheckServerId(&root, o.server_id, "walwatch-a"), "");
+  // The password account may not read SHOW SLAVE HOSTS: nothing to say.
+  EXPECT_EQ(mysql::CheckServerId(&conn_, o.server_id, "walwatch-b"), "");
 }
 
 TEST_F(MysqlChecksTest, ShortRetentionWarnsNamingTheSetting) {
