@@ -305,6 +305,30 @@ TEST_F(BinlogReaderTest, TruncateAndStatementLoggedChangesAreTableStatements) {
   EXPECT_EQ(last.changes[0].after[kName].text, "q");
 }
 
+TEST_F(BinlogReaderTest, ATransactionPastTheBoundKeepsNoChanges) {
+  BinlogReaderOptions o = Options(db_, TestServerId() + 3);
+  o.max_transaction_bytes = 4096;
+  BinlogReader small(server_->Tcp(server_->pw_user, server_->pw_password), o);
+  ASSERT_TRUE(small.Open(start_).ok());
+  Exec("BEGIN");
+  for (int i = 0; i < 20; ++i) {
+    Exec(InsertPodSql(db_, "p" + std::to_string(i), "u",
+                      "{\"pad\": \"" + std::string(200, 'x') + "\"}"));
+  }
+  Exec("COMMIT");
+  Exec(InsertPodSql(db_, "after", "u", "{}"));
+
+  BinlogTransaction big, after;
+  ASSERT_EQ(NextTableTransaction(&small, kDeadline, &big), "");
+  EXPECT_TRUE(big.overflowed);
+  EXPECT_TRUE(big.changes.empty());
+  EXPECT_EQ(big.bytes, 0u);
+  ASSERT_EQ(NextTableTransaction(&small, kDeadline, &after), "");
+  EXPECT_FALSE(after.overflowed);
+  ASSERT_EQ(after.changes.size(), 1u);
+  EXPECT_EQ(after.changes[0].after[kName].text, "after");
+}
+
 TEST_F(BinlogReaderTest, APartialRowImageIsRefusedWithTheSetting) {
   Exec("SET SESSION binlog_row_image = 'MINIMAL'");
   Exec(InsertPodSql(db_, "p", "u", "{}"));
