@@ -186,8 +186,11 @@ try_start() {
   rm -f "$dir/mariadbd.pid"
   # Detached from this script's stdio, so that a caller reading our output
   # (eval "$(...)", ctest) is not held open by the server.
+  # setpriv, not runuser: it execs the server, where runuser stays its
+  # parent and stops itself for good when the server is stopped (SIGSTOP,
+  # as a test of a silent server does).
   local run=()
-  ((IS_ROOT)) && run=(runuser -u mysql --)
+  ((IS_ROOT)) && run=(setpriv --reuid=mysql --regid=mysql --init-groups --)
   (cd / && exec setsid "${run[@]}" "$MARIADBD" --defaults-file="$dir/my.cnf") \
     </dev/null >>"$dir/log/mariadbd.log" 2>&1 &
   # Ready once it answers on its socket; failed once its log says so.
