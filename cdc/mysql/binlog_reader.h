@@ -2,7 +2,8 @@
 // does, and turns it into whole transactions, in commit order, of row
 // changes to ONE table, with each column found by NAME.
 //
-// What MariaDB Connector/C (3.3, libmariadb) does, and this class uses:
+// What MariaDB Connector/C (libmariadb 3.3.20 here, Debian's) does, and this
+// class uses:
 //   - the replication protocol: COM_BINLOG_DUMP from a file and position
 //     (mariadb_rpl_open), and event framing (mariadb_rpl_fetch);
 //   - parsing the event header and most event bodies (GTID, XID, QUERY,
@@ -12,7 +13,7 @@
 //     (MARIADB_RPL_VERIFY_CHECKSUM);
 //   - row values: mariadb_rpl_extract_rows turns a ROWS event into rows of
 //     typed values, given the TABLE_MAP event (MARIADB_RPL_EXTRACT_VALUES is
-//     set as well, though 3.3 does nothing with it).
+//     set as well, though nothing uses it in the 3.3 sources read).
 // What walwatch writes itself (here and in binlog_table_map.h):
 //   - the session settings a replica makes before the dump:
 //     @master_binlog_checksum (so the server sends checksums rather than
@@ -22,10 +23,11 @@
 //     after that long without events; MySQL 8 reads @source_* too, so both
 //     are set); the read timeout that turns a silent connection into an
 //     error (kSilent) when not even heartbeats arrive;
-//   - ROTATE events: 3.3 reads a rotation's position and file name from the
-//     wrong offset once a FORMAT_DESCRIPTION has been seen (and keeps the
-//     bad name itself), so they are parsed here from the raw event, with the
-//     checksum told apart by checking it;
+//   - ROTATE events: 3.3.20 reads a rotation's position and file name from
+//     the wrong offset once a FORMAT_DESCRIPTION has been seen (seen here:
+//     "bin.000002" at position 3270286648968110445 for mariadb-bin.000002
+//     at 4; it keeps the bad name itself), so they are parsed here from the
+//     raw event, with the checksum told apart by checking it;
 //   - transaction boundaries: GTID (MariaDB; MySQL's GTID or anonymous GTID
 //     plus BEGIN) opens, XID or COMMIT closes, a statement outside BEGIN
 //     (DDL) is a transaction of its own; each transaction's commit position
