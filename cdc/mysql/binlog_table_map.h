@@ -91,12 +91,13 @@ class BinlogTableMap {
   int ColumnIndex(std::string_view name) const;
 
   // Column types and metadata for mariadb_rpl_extract_rows. Connector/C 3.3
-  // (read in its source, not seen: Clusterpedia's table has none of these
-  // types on MariaDB) reads CHAR, ENUM and SET with the wrong length, and
-  // does not skip the metadata of a NULL JSON or GEOMETRY value (so every
-  // later column of the row goes wrong). Each is given as a type with the same
-  // row bytes that it reads right: CHAR(n) as VARCHAR(n), ENUM as a 1- or
-  // 2-byte integer, SET as a 1- to 8-byte integer, JSON and GEOMETRY as BLOB.
+  // reads CHAR, ENUM and SET with the wrong length (seen with 3.3.20: it
+  // fails the row as malformed), and does not skip the metadata of a NULL
+  // JSON or GEOMETRY value, so every later column of the row goes wrong
+  // (read in its source; MariaDB has no binlog JSON type to see it with).
+  // Each is given as a type with the same row bytes that it reads right:
+  // CHAR(n) as VARCHAR(n), ENUM as a 1- or 2-byte integer, SET as a 1- to
+  // 8-byte integer, JSON and GEOMETRY as BLOB.
   const std::string& normalized_types() const { return normalized_types_; }
   const std::string& normalized_metadata() const {
     return normalized_metadata_;

@@ -280,6 +280,52 @@ TEST_F(BinlogReaderTest, ColumnsAreReadByNameAcrossDdl) {
   EXPECT_NE(err.find("no column kind"), std::string::npos) << err;
 }
 
+TEST_F(BinlogReaderTest, OtherColumnTypesReadAsSelectShowsThem) {
+  // Columns of the types Connector/C reads wrong unless told otherwise
+  // (CHAR, ENUM, SET), before the mapped ones, and some NULL.
+  Exec(
+      "ALTER TABLE resources ADD COLUMN c CHAR(5) NULL FIRST, "
+      "ADD COLUMN c300 CHAR(100) NULL AFTER c, "
+      "ADD COLUMN e ENUM('a','b','c') NULL AFTER c300, "
+      "ADD COLUMN st SET('x','y','z') NULL AFTER e, "
+      "ADD COLUMN i INT NULL, ADD COLUMN u BIGINT UNSIGNED NULL, "
+      "ADD COLUMN dt DATETIME(6) NULL, ADD COLUMN dm DECIMAL(10,2) NULL, "
+      "ADD COLUMN f DOUBLE NULL, ADD COLUMN ts TIMESTAMP(3) NULL, "
+      "ADD COLUMN t TINYINT NULL");
+  Exec("SET time_zone = '+00:00'");
+  Exec(InsertPodSql(db_, "typed", "u1", "{}"));
+  Exec(
+      "UPDATE resources SET c = 'ab', c300 = REPEAT('é', 100), e = 'c', "
+      "st = 'x,z', i = -5, u = 18446744073709551615, "
+      "dt = '2026-12-06 19:41:46.000123', dm = -1234.5, f = 0.1, "
+      "ts = '2026-12-06 19:41:46.5', t = -128 WHERE name = 'typed'");
+
+  BinlogReaderOptions o = Options(db_, TestServerId() + 4);
+  o.columns = {"c",  "c300", "e", "st", "i", "u",
+               "dt", "dm",   "f", "ts", "t", "name"};
+  BinlogReader r(server_->Root(), o);
+  ASSERT_TRUE(r.Open(start_).ok());
+  BinlogTransaction alter, insert, update;
+  ASSERT_EQ(NextTableTransaction(&r, kDeadline, &alter), "");
+  ASSERT_EQ(NextTableTransaction(&r, kDeadline, &insert), "");
+  ASSERT_EQ(NextTableTransaction(&r, kDeadline, &update), "");
+  ASSERT_EQ(insert.changes.size(), 1u);
+  const auto& before = insert.changes[0].after;
+  for (size_t i = 0; i + 1 < before.size(); ++i)
+    EXPECT_TRUE(before[i].is_null) << i;
+  EXPECT_EQ(before.back().text, "typed");
+  ASSERT_EQ(update.changes.size(), 1u);
+  std::vector<std::string> got;
+  for (const auto& v : update.changes[0].after)
+    got.push_back(v.is_null ? "NULL" : v.text);
+  std::string e100;
+  for (int i = 0; i < 100; ++i) e100 += "é";
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "ab", e100, "3", "5", "-5", "18446744073709551615",
+                     "2026-12-06 19:41:46.000123", "-1234.50", "0.1",
+                     "2026-12-06 19:41:46.500", "-128", "typed"}));
+}
+
 TEST_F(BinlogReaderTest, TruncateAndStatementLoggedChangesAreTableStatements) {
   Exec(InsertPodSql(db_, "p", "u", "{}"));
   Exec("TRUNCATE TABLE resources");
