@@ -35,8 +35,8 @@
 //   - table maps by id, kept alive for the rows that follow; the column
 //     names (binlog_row_metadata=FULL) and the rewriting of the column types
 //     3.3 mis-reads (CHAR, ENUM, SET: binlog_table_map.h); refusing partial
-//     row images
-//     (binlog_row_image other than FULL) and TABLE_MAPs without names;
+//     row images (binlog_row_image other than FULL) and TABLE_MAPs without
+//     names;
 //   - values as text, MySQL's binary JSON decoded (mysql_json.h);
 //   - statements (TRUNCATE, DDL, statement-logged DML) that name the table,
 //     which the caller must treat like PostgreSQL's TRUNCATE (relist);
