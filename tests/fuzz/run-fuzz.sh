@@ -9,6 +9,8 @@
 #   rv        ParseResourceVersion, ParseLsn / ParsePgLsn, EventLog::ParseSnapshot
 #   wal2json  ParseTableMapping, Wal2JsonDecoder -> TransactionAssembler ->
 #             EventBuilder -> EventLog
+#   mysql_json  DecodeMysqlJson: MySQL 8's binary JSON to the text a SELECT
+#             shows (its output must parse as JSON)
 # Each target is built by CMake (tests/fuzz/CMakeLists.txt) from the same
 # library targets as the product (schema, cdc, watchserver_core,
 # watchserver), in $FUZZ_BUILD_DIR (default build-fuzz/) configured with
@@ -21,7 +23,7 @@
 # the regressions through the same sources built by g++: ctest
 # fuzz_replay_<name>.)
 #
-# Usage: tests/fuzz/run-fuzz.sh [TARGET...]     (default: all four)
+# Usage: tests/fuzz/run-fuzz.sh [TARGET...]     (default: all five)
 #   FUZZ_RUNS=1000000   executions per target
 #   FUZZ_JOBS=2         parallel compiles
 #   FUZZ_CXX=clang++-14
@@ -39,7 +41,7 @@ RUNS=${FUZZ_RUNS:-1000000}
 JOBS=${FUZZ_JOBS:-2}
 CXX=${FUZZ_CXX:-clang++-14}
 OUT=${FUZZ_BUILD_DIR:-build-fuzz}
-ALL_TARGETS=(http selector rv wal2json)
+ALL_TARGETS=(http selector rv wal2json mysql_json)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 
@@ -51,6 +53,7 @@ MAX_LEN[http]=28672
 MAX_LEN[selector]=4096
 MAX_LEN[rv]=256
 MAX_LEN[wal2json]=65536
+MAX_LEN[mysql_json]=16384
 
 for t in "${TARGETS[@]}"; do
   if [[ -z "${MAX_LEN[$t]+set}" ]]; then

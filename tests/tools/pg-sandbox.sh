@@ -52,33 +52,18 @@ MARKER=.walwatch-pg-sandbox
 PW_ROLE=walwatch_pw
 PW_PASSWORD=walwatch_pw
 
-die() { echo "pg-sandbox: $*" >&2; exit 1; }
-say() { echo "pg-sandbox: $*" >&2; }
+SANDBOX_NAME=pg-sandbox
+SANDBOX_USER=postgres
+SANDBOX_PACKAGE=postgresql-15
+SERVER_KIND=PostgreSQL
+SERVER_LOG=log/postgresql.log
+SOCKET_SUFFIX_LEN=13
+# shellcheck source=tests/tools/sandbox-lib.sh
+source "$(dirname "$0")/sandbox-lib.sh"
 
 usage() {
   sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
-}
-
-IS_ROOT=0
-[[ $(id -u) -eq 0 ]] && IS_ROOT=1
-
-# Run a PostgreSQL server-side tool as the cluster's owner, from /, so an
-# unreadable current directory does not matter.
-as_pg() {
-  if ((IS_ROOT)); then
-    (cd / && runuser -u postgres -- "$@")
-  else
-    (cd / && "$@")
-  fi
-}
-
-abs_dir() {
-  local d=$1
-  [[ -n "$d" ]] || die "DIR is empty"
-  if [[ "$d" != /* ]]; then d="$PWD/$d"; fi
-  # normalise without requiring existence
-  realpath -m -- "$d"
 }
 
 print_env() {
@@ -89,26 +74,19 @@ print_env() {
 }
 
 is_running() {
-  local dir=$1 pid state
+  local dir=$1
   [[ -f "$dir/data/postmaster.pid" ]] || return 1
-  pid=$(head -n1 "$dir/data/postmaster.pid" 2>/dev/null || true)
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  # Not `pg_ctl status`: it takes a zombie for a live server, and a killed
-  # postmaster whose parent is gone may never be reaped in a container.
-  [[ -r "/proc/$pid/stat" ]] || return 1
-  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
-  [[ -n "$state" && "$state" != Z && "$state" != X ]] || return 1
-  [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" == postgres ]]
+  process_alive "$(head -n1 "$dir/data/postmaster.pid" 2>/dev/null || true)" postgres
 }
 
 # Stop whatever cluster runs in DIR. Fast first, immediate if that hangs; as a
 # last resort kill the postmaster named in DIR's own postmaster.pid.
-stop_cluster() {
+stop_server() {
   local dir=$1
   [[ -f "$dir/data/postmaster.pid" ]] || return 0
   if is_running "$dir"; then
-    as_pg "$BINDIR/pg_ctl" -D "$dir/data" stop -m fast -w -t 30 >/dev/null 2>&1 ||
-      as_pg "$BINDIR/pg_ctl" -D "$dir/data" stop -m immediate -w -t 30 >/dev/null 2>&1 || true
+    as_owner "$BINDIR/pg_ctl" -D "$dir/data" stop -m fast -w -t 30 >/dev/null 2>&1 ||
+      as_owner "$BINDIR/pg_ctl" -D "$dir/data" stop -m immediate -w -t 30 >/dev/null 2>&1 || true
   fi
   if is_running "$dir"; then
     local pid
@@ -121,61 +99,21 @@ stop_cluster() {
   fi
 }
 
-# Remove DIR, but only if it is one of ours (marker) or empty.
-remove_dir() {
-  local dir=$1
-  [[ -e "$dir" ]] || return 0
-  [[ -d "$dir" ]] || die "$dir exists and is not a directory; not touching it"
-  if [[ -e "$dir/$MARKER" ]] || [[ -z "$(ls -A "$dir" 2>/dev/null)" ]]; then
-    rm -rf -- "$dir"
-  else
-    die "$dir is not empty and not a pg-sandbox directory (no $MARKER); not touching it"
-  fi
-}
-
-check_traversable() {
-  local dir=$1
-  ((IS_ROOT)) || return 0
-  id postgres >/dev/null 2>&1 || die "running as root but there is no 'postgres' user (is postgresql-15 installed?)"
-  # the nearest existing ancestor (mkdir -p makes the rest 0755)
-  local parent
-  parent=$(dirname -- "$dir")
-  while [[ ! -e "$parent" ]]; do parent=$(dirname -- "$parent"); done
-  if ! runuser -u postgres -- test -x "$parent" 2>/dev/null; then
-    die "user postgres cannot reach $parent (a parent is not o+x); use a directory under /tmp"
-  fi
-}
-
 supports_output_plugin_libraries() {
   # Not `grep -q`: it would stop reading early, postgres would die of SIGPIPE,
   # and under pipefail the pipeline would fail at random.
-  as_pg "$BINDIR/postgres" --describe-config 2>/dev/null |
+  as_owner "$BINDIR/postgres" --describe-config 2>/dev/null |
     grep '^output_plugin_libraries[[:space:]]' >/dev/null
 }
 
-random_port() {
-  # 15000..32767: below Linux's default ephemeral range
-  echo $((15000 + (RANDOM % 17768)))
-}
-
-port_in_use() {
-  local port=$1
-  # anything accepting on 127.0.0.1:port?
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-  if command -v ss >/dev/null 2>&1 && ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
-    return 0
-  fi
-  return 1
-}
-
-init_cluster() {
+init_server() {
   local dir=$1
   mkdir -p "$dir/log"
   touch "$dir/$MARKER"
   if ((IS_ROOT)); then chown -R postgres:postgres "$dir"; fi
   chmod 0700 "$dir"
 
-  if ! as_pg "$BINDIR/initdb" -D "$dir/data" -U postgres -E UTF8 --locale=C.UTF-8 \
+  if ! as_owner "$BINDIR/initdb" -D "$dir/data" -U postgres -E UTF8 --locale=C.UTF-8 \
       --auth-local=trust --auth-host=trust --no-sync >"$dir/log/initdb.log" 2>&1; then
     cat "$dir/log/initdb.log" >&2
     die "initdb failed"
@@ -223,7 +161,7 @@ try_start() {
   if ((IS_ROOT)); then chown postgres:postgres "$dir/data/sandbox_port.conf"; fi
   : >"$dir/log/postgresql.log"
   if ((IS_ROOT)); then chown postgres:postgres "$dir/log/postgresql.log"; fi
-  if as_pg "$BINDIR/pg_ctl" -D "$dir/data" -l "$dir/log/postgresql.log" \
+  if as_owner "$BINDIR/pg_ctl" -D "$dir/data" -l "$dir/log/postgresql.log" \
       -w -t 60 start >/dev/null 2>&1; then
     return 0
   fi
@@ -235,60 +173,11 @@ try_start() {
 }
 
 cmd_start() {
-  local dir port=${2:-} fixed_port=${2:-}
+  local dir port
   dir=$(abs_dir "$1")
   [[ -x "$BINDIR/initdb" ]] || die "$BINDIR/initdb not found (install postgresql-15, or set WALWATCH_PG_BINDIR)"
-  if [[ -n "$port" && ! "$port" =~ ^[0-9]+$ ]]; then die "bad PORT: $port"; fi
-
-  # Already running here: idempotent.
-  if [[ -e "$dir/$MARKER" ]] && is_running "$dir" && [[ -f "$dir/port" ]]; then
-    local cur
-    cur=$(cat "$dir/port")
-    if [[ -z "$port" || "$port" == "$cur" ]]; then
-      say "already running in $dir on port $cur"
-      print_env "$dir" "$cur"
-      return 0
-    fi
-    say "running in $dir on port $cur; restarting on port $port"
-  fi
-
-  # Stale or foreign DIR: clean it.
-  if [[ -e "$dir" ]]; then
-    if [[ -e "$dir/$MARKER" ]]; then
-      stop_cluster "$dir"
-    fi
-    remove_dir "$dir"
-  fi
-
-  local sockpath_len=$((${#dir} + 13))
-  ((sockpath_len < 108)) || die "DIR too long for a Unix socket path ($dir); use a shorter one under /tmp"
-
-  check_traversable "$dir"
-  mkdir -p -- "$dir"
-  init_cluster "$dir"
-
-  local tries=0 rc
-  while :; do
-    local p=$port
-    if [[ -z "$p" ]]; then
-      p=$(random_port)
-      while port_in_use "$p"; do p=$(random_port); done
-    fi
-    rc=0
-    try_start "$dir" "$p" || rc=$?
-    if ((rc == 0)); then
-      port=$p
-      break
-    fi
-    tries=$((tries + 1))
-    if ((rc == 3)) && [[ -z "$fixed_port" ]] && ((tries < 20)); then
-      continue
-    fi
-    tail -n 30 "$dir/log/postgresql.log" >&2 || true
-    die "could not start PostgreSQL in $dir on port $p (log: $dir/log/postgresql.log)"
-  done
-
-  echo "$port" >"$dir/port"
+  sandbox_start "$dir" "${2:-}" || return 0
+  port=$(cat "$dir/port")
   local i
   for ((i = 0; i < 300; i++)); do
     if "$BINDIR/pg_isready" -q -h "$dir" -p "$port" -d postgres -U postgres; then break; fi
@@ -314,29 +203,4 @@ SQL
   print_env "$dir" "$port"
 }
 
-cmd_stop() {
-  local dir
-  dir=$(abs_dir "$1")
-  [[ -e "$dir" ]] || return 0
-  if [[ -e "$dir/$MARKER" ]]; then
-    stop_cluster "$dir"
-  fi
-  remove_dir "$dir"
-}
-
-cmd_env() {
-  local dir
-  dir=$(abs_dir "$1")
-  [[ -f "$dir/port" ]] || die "no sandbox in $dir"
-  is_running "$dir" || die "the sandbox in $dir is not running"
-  print_env "$dir" "$(cat "$dir/port")"
-}
-
-(($# >= 1)) || usage
-case "$1" in
-  start) (($# == 2 || $# == 3)) || usage; cmd_start "$2" "${3:-}" ;;
-  stop) (($# == 2)) || usage; cmd_stop "$2" ;;
-  env) (($# == 2)) || usage; cmd_env "$2" ;;
-  -h | --help | help) usage ;;
-  *) usage ;;
-esac
+sandbox_main "$@"

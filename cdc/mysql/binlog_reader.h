@@ -1,0 +1,212 @@
+// BinlogReader reads a MySQL or MariaDB server's binary log as a replica
+// does, and turns it into whole transactions, in commit order, of row
+// changes to ONE table, with each column found by NAME.
+//
+// What MariaDB Connector/C (libmariadb 3.3.20 here, Debian's) does, and this
+// class uses:
+//   - the replication protocol: COM_BINLOG_DUMP from a file and position
+//     (mariadb_rpl_open), and event framing (mariadb_rpl_fetch);
+//   - parsing the event header and most event bodies (GTID, XID, QUERY,
+//     TABLE_MAP with its optional metadata, ROWS, HEARTBEAT, FORMAT
+//     DESCRIPTION, GTID_LIST), zlib-compressed MariaDB row events included;
+//   - CRC32 checksums: it strips them, and checks them when asked
+//     (MARIADB_RPL_VERIFY_CHECKSUM);
+//   - row values: mariadb_rpl_extract_rows turns a ROWS event into rows of
+//     typed values, given the TABLE_MAP event (MARIADB_RPL_EXTRACT_VALUES is
+//     set as well, though nothing uses it in the 3.3 sources read).
+// What walwatch writes itself (here and in binlog_table_map.h):
+//   - the session settings a replica makes before the dump:
+//     @master_binlog_checksum (so the server sends checksums rather than
+//     refusing a replica that cannot take them), @mariadb_slave_capability=4
+//     (MariaDB sends its GTID events, not BEGIN queries in their place), and
+//     @master_heartbeat_period in nanoseconds (the server sends a HEARTBEAT
+//     after that long without events; MySQL 8 reads @source_* too, so both
+//     are set); the read timeout that turns a silent connection into an
+//     error (kSilent) when not even heartbeats arrive;
+//   - ROTATE events: 3.3.20 reads a rotation's position and file name from
+//     the wrong offset once a FORMAT_DESCRIPTION has been seen (seen here:
+//     "bin.000002" at position 3270286648968110445 for mariadb-bin.000002
+//     at 4; it keeps the bad name itself), so they are parsed here from the
+//     raw event, with the checksum told apart by checking it;
+//   - transaction boundaries: GTID (MariaDB; MySQL's GTID or anonymous GTID
+//     plus BEGIN) opens, XID or COMMIT closes, a statement outside BEGIN
+//     (DDL) is a transaction of its own; each transaction's commit position
+//     is the end of the event that closes it;
+//   - table maps by id, kept alive for the rows that follow; the column
+//     names (binlog_row_metadata=FULL) and the rewriting of the column types
+//     3.3 mis-reads (CHAR, ENUM, SET: binlog_table_map.h); refusing partial
+//     row images (binlog_row_image other than FULL) and TABLE_MAPs without
+//     names;
+//   - values as text, MySQL's binary JSON decoded (mysql_json.h);
+//   - statements (TRUNCATE, DDL, statement-logged DML) that name the table,
+//     which the caller must treat like PostgreSQL's TRUNCATE (relist);
+//   - errors as values, by kind: a purged binlog, a silent server, a bad
+//     setting, a corrupt stream, a lost connection.
+// Read (MySQL 8 paths, not run here: Debian 12 has no MySQL server): MySQL's
+// v2 UPDATE_ROWS events carry a second column bitmap that 3.3 leaves in
+// the row data; it is checked and skipped here. MySQL's
+// TRANSACTION_PAYLOAD (binlog_transaction_compression=ON) and
+// PARTIAL_UPDATE_ROWS (binlog_row_value_options=PARTIAL_JSON) events are
+// refused (kUnsupported), as are XA transactions.
+//
+// Column names come from the TABLE_MAP events' optional metadata
+// (binlog_row_metadata=FULL, MariaDB 10.5+ and MySQL 8.0.1+), never from
+// information_schema: those are the names the table had when the row was
+// written, so a column added, dropped or moved by DDL at any time is read
+// right. A TABLE_MAP of the table without names, or without a requested
+// column, is an error (kSettings).
+//
+// Thread safety: one thread owns a reader and calls everything but
+// Interrupt(), which any thread may call to end a blocked Open()/Next().
+#ifndef WALWATCH_CDC_MYSQL_BINLOG_READER_H_
+#define WALWATCH_CDC_MYSQL_BINLOG_READER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cdc/mysql/binlog_position.h"
+#include "cdc/mysql/mysql_conn.h"
+
+namespace walwatch::mysql {
+
+struct BinlogReaderOptions {
+  // The table whose rows are read, and the columns wanted, by name; row
+  // images hold exactly these, in this order.
+  std::string database;
+  std::string table;
+  std::vector<std::string> columns;
+
+  // This reader's server_id as a replica. Unique among everything that
+  // replicates from the server: the server drops an older connection with
+  // the same id (DeriveServerId in mysql_checks.h).
+  uint32_t server_id = 0;
+  // If set, the reader registers as a replica under this name, so that it
+  // shows in SHOW SLAVE HOSTS (and the server_id check can see clashes).
+  std::string replica_host;
+
+  // The server sends a heartbeat after this long without events.
+  std::chrono::seconds heartbeat_period{5};
+  // No bytes at all for this long (heartbeats included) fail Next() with
+  // kSilent: a partition or a hung server. Whole seconds, above the period.
+  std::chrono::seconds silence_timeout{15};
+
+  bool verify_checksums = true;
+  // A transaction's kept changes beyond this many bytes are dropped and the
+  // transaction marked overflowed (watchers of the table must relist).
+  size_t max_transaction_bytes = size_t{256} << 20;
+};
+
+enum class BinlogErrorKind : uint8_t {
+  kNone,
+  kConnection,   // cannot connect, or the connection broke: retry with backoff
+  kSilent,       // nothing, not even a heartbeat, within silence_timeout
+  kPurged,       // the server no longer has the requested binlog: 410 for all
+  kNoPosition,   // the server has the file but not that position (another
+                 // binlog history, e.g. after a failover): 410 for all
+  kSettings,     // a server setting, grant or credential walwatch needs
+  kCorrupt,      // a checksum mismatch or an event that cannot be read
+  kUnsupported,  // an event walwatch does not read (XA, compressed MySQL
+                 // transactions, partial JSON updates)
+  kStopped,      // Interrupt() was called
+};
+const char* BinlogErrorKindName(BinlogErrorKind kind);
+
+struct BinlogStatus {
+  BinlogErrorKind kind = BinlogErrorKind::kNone;
+  std::string message;  // one line; names the fix where there is one
+
+  bool ok() const { return kind == BinlogErrorKind::kNone; }
+};
+
+struct BinlogValue {
+  bool is_null = true;
+  std::string text;  // the text a SELECT shows (binlog_table_map.h)
+
+  bool operator==(const BinlogValue& o) const {
+    return is_null == o.is_null && text == o.text;
+  }
+};
+
+struct BinlogRowChange {
+  enum class Kind : uint8_t { kInsert, kUpdate, kDelete };
+  Kind kind = Kind::kInsert;
+  BinlogPosition position;  // of the ROWS event that carried it
+  // BinlogReaderOptions::columns, in order: the old row (UPDATE, DELETE)
+  // and the new row (INSERT, UPDATE); empty where there is none.
+  std::vector<BinlogValue> before;
+  std::vector<BinlogValue> after;
+};
+
+struct BinlogStatement {
+  std::string database;  // the session's default database
+  std::string sql;
+};
+
+struct BinlogTransaction {
+  Gtid gtid;                 // flavor kNone without GTIDs
+  BinlogPosition begin;      // its first event
+  BinlogPosition commit;     // END of its last event: the commit position
+  uint32_t commit_time = 0;  // seconds since the epoch, of that event
+  uint64_t xid = 0;          // the XID event's number; 0 without one
+  std::vector<BinlogRowChange> changes;  // of the table, in binlog order
+  // Statements in it that name the table (not as row events): TRUNCATE,
+  // DDL, or DML logged as a statement. Their effect on rows is unknown.
+  std::vector<BinlogStatement> table_statements;
+  // Its changes passed max_transaction_bytes and were dropped.
+  bool overflowed = false;
+  size_t bytes = 0;  // bytes the kept changes hold
+};
+
+struct BinlogItem {
+  enum class Type : uint8_t {
+    kTransaction,  // `transaction` committed (of any table: changes may be
+                   // empty)
+    kHeartbeat,    // the server has sent everything before `position`
+    kRotation,     // the server moved to a new file; `position` is its start
+  };
+  Type type = Type::kTransaction;
+  BinlogTransaction transaction;
+  BinlogPosition position;
+};
+
+class BinlogReader {
+ public:
+  BinlogReader(MysqlConnParams conn, BinlogReaderOptions options);
+  ~BinlogReader();
+  BinlogReader(const BinlogReader&) = delete;
+  BinlogReader& operator=(const BinlogReader&) = delete;
+
+  // Connects and starts the dump at `start`: a transaction's commit
+  // position, a heartbeat's or rotation's position, or a file at 4. The
+  // server's first answer is awaited, so a purged file fails here.
+  BinlogStatus Open(const BinlogPosition& start);
+
+  // Blocks until the next item. After an error the reader is closed; Open()
+  // again (from resume_position()) to go on.
+  BinlogStatus Next(BinlogItem* out);
+
+  void Close();
+  // Ends a blocked Open() or Next() with kStopped, and every later one: for
+  // shutting down. Any thread.
+  void Interrupt();
+
+  // Where Open() goes on losing nothing: the end of the last whole
+  // transaction, heartbeat or rotation read.
+  const BinlogPosition& resume_position() const { return resume_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  BinlogPosition resume_;
+};
+
+// The server's current end of the binlog (SHOW MASTER STATUS), on an
+// ordinary connection. kSettings when binary logging is off.
+BinlogStatus ReadBinlogEnd(MysqlConnection* conn, BinlogPosition* out);
+
+}  // namespace walwatch::mysql
+
+#endif  // WALWATCH_CDC_MYSQL_BINLOG_READER_H_
