@@ -13,6 +13,7 @@ PACKAGES=(
   libpq-dev postgresql-15 postgresql-15-wal2json
   libboost-dev libsimdjson-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libbenchmark-dev
+  libmariadb-dev mariadb-server zlib1g-dev
   socat curl yamllint python3-yaml prometheus
   clang libclang-rt-14-dev
   "$@"
