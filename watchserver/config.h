@@ -16,6 +16,11 @@
 //  * Errors are returned as one line of text naming the flag, for example
 //    `invalid value "x" for --max-log-bytes: expected a size such as 256Mi`.
 //
+// Where it lives: the Config and ParseConfig and ConfigToJson here
+// (config.cc); the flags themselves, one table of them, in config_flags.h;
+// the syntaxes of their values in config_values.h; the masking of secrets in
+// conninfo_redaction.h; HelpText in config_help.cc.
+//
 // Thread safety: the functions are pure (they read only their arguments), so
 // any thread may call them. A Config is a plain value.
 #ifndef WALWATCH_WATCHSERVER_CONFIG_H_
@@ -27,7 +32,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "cdc/base/logging.h"
@@ -152,21 +156,15 @@ std::string ParseConfig(int argc, const char* const* argv,
                         const char* const* envp, Config* out);
 
 // The --help text: usage, then every flag under its heading (PostgreSQL,
-// Serving, Event log, Logging) with its default and environment variable.
+// Serving, Event log, Logging) with its default and environment variable
+// (config_help.cc).
 std::string HelpText();
 
 // The effective configuration as one JSON object keyed by flag name, values
 // written as they would be on the command line, for the startup log. Any
-// password in the conninfo is replaced by "********".
+// password in the conninfo is replaced by "********" (RedactConninfo,
+// conninfo_redaction.h).
 std::string ConfigToJson(const Config& config);
-
-// A valid slot name ([a-z0-9_]{1,63}) made from any text, for --slot-from.
-std::string SlotNameFrom(std::string_view text);
-
-// `conninfo` with the values of password and sslpassword replaced by
-// "********", in both the key=value and the URI form. A key=value string that
-// cannot be parsed is replaced as a whole.
-std::string RedactConninfo(const std::string& conninfo);
 
 }  // namespace walwatch
 

@@ -17,7 +17,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
 #include "cdc/lsn.h"
 #include "cdc/model/resource_catalog.h"
@@ -30,6 +29,7 @@
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/kinds_file.h"
+#include "watchserver/metric_hooks.h"
 #include "watchserver/metrics.h"
 #include "watchserver/ops_server.h"
 #include "watchserver/watch_cli.h"
@@ -129,127 +129,6 @@ size_t MaxConnections(const Config& config, uint64_t open_files) {
       open_files > 2 * reserved ? open_files - reserved : open_files / 2);
 }
 
-void RegisterMetrics(Metrics* m, const ReplicationStream& replication,
-                     const EventLog& log, const SlotMonitor& monitor) {
-  const ReplicationStats& s = replication.stats();
-  auto counter = [m](const char* name, const char* help,
-                     const std::atomic<uint64_t>& v) {
-    m->AddCounter(name, help, [&v] { return static_cast<double>(v.load()); });
-  };
-  m->AddLabeledCounter("walwatch_events_decoded_total",
-                       "Watch events built from the replication stream, by type.",
-                       "type", "ADDED",
-                       [&s] { return static_cast<double>(s.events_added.load()); });
-  m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "MODIFIED",
-                       [&s] { return static_cast<double>(s.events_modified.load()); });
-  m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "DELETED",
-                       [&s] { return static_cast<double>(s.events_deleted.load()); });
-  counter("walwatch_transactions_total",
-          "Transactions received, of every table: wal2json sends each "
-          "transaction's begin and commit, empty for other tables.",
-          s.transactions);
-  counter("walwatch_duplicate_transactions_total",
-          "Transactions the server sent again after a reconnect, dropped.",
-          s.duplicate_transactions);
-  counter("walwatch_unchanged_updates_total",
-          "UPDATEs that changed nothing a watcher sees (no event).",
-          s.unchanged_updates);
-  counter("walwatch_decode_errors_total",
-          "wal2json messages that could not be decoded.", s.decode_errors);
-  counter("walwatch_row_errors_total",
-          "Rows that could not become watch events.", s.row_errors);
-  counter("walwatch_reconnects_total",
-          "Successful reconnections to PostgreSQL.", s.reconnects);
-  counter("walwatch_history_resets_total",
-          "Replication slots recreated below what walwatch had served: "
-          "PostgreSQL's history went back (a failover to a server that was "
-          "behind). Every watcher relisted; a fence refuses the ambiguous "
-          "resourceVersions.",
-          s.history_resets);
-  counter("walwatch_busy_walsender_waits_total",
-          "Replication timeouts not taken as a dead connection: the walsender "
-          "was busy decoding a large transaction of other tables.",
-          s.busy_walsender_waits);
-  counter("walwatch_slot_recreations_total",
-          "Times the replication slot was lost and recreated.",
-          s.slot_recreations);
-  m->AddGauge("walwatch_slot_recreated_timestamp_seconds",
-              "When the replication slot was last lost and recreated (Unix "
-              "seconds); 0 if it has not been since walwatch started.",
-              [&s] { return s.slot_recreated_unix_us.load() / 1e6; });
-  counter("walwatch_barriers_total",
-          "TRUNCATEs, lost slots and oversized transactions that ended every "
-          "watch with 410.",
-          s.barriers);
-  counter("walwatch_received_bytes_total",
-          "Bytes of replication messages received.", s.bytes_received);
-  m->AddGauge("walwatch_replication_streaming",
-              "1 while the replication stream is open.",
-              [&replication] { return replication.streaming() ? 1.0 : 0.0; });
-  m->AddGauge("walwatch_replication_lag_bytes",
-              "PostgreSQL's WAL position minus the position walwatch has "
-              "decoded.",
-              [&s, &monitor] {
-                uint64_t server = monitor.server_wal_lsn();
-                uint64_t decoded = s.decoded_lsn.load();
-                return server > decoded ? double(server - decoded) : 0.0;
-              });
-  m->AddGauge("walwatch_replication_lag_seconds",
-              "Seconds since the commit of the last transaction received, "
-              "while WAL remains to be decoded; 0 when caught up.",
-              [&s, &monitor] {
-                uint64_t server = monitor.server_wal_lsn();
-                int64_t commit = s.last_commit_time_us.load();
-                if (server <= s.decoded_lsn.load() || commit == 0) return 0.0;
-                return std::max(0.0, (NowUnixMicros() - commit) / 1e6);
-              });
-  m->AddGauge("walwatch_last_commit_timestamp_seconds",
-              "Commit time of the last transaction received (Unix seconds).",
-              [&s] { return s.last_commit_time_us.load() / 1e6; });
-  m->AddGauge("walwatch_confirmed_flush_lsn",
-              "The flush position last confirmed to PostgreSQL.",
-              [&s] { return static_cast<double>(s.confirmed_lsn.load()); });
-  m->AddGauge("walwatch_slot_retained_wal_bytes",
-              "WAL the replication slot keeps on the server (current WAL "
-              "position minus restart_lsn).",
-              [&monitor] { return static_cast<double>(monitor.retained_bytes()); });
-  m->AddGauge("walwatch_walsender_synchronous",
-              "1 while the slot's walsender is a synchronous standby "
-              "(synchronous_standby_names matches walwatch): commits then wait "
-              "for walwatch's confirmed flush.",
-              [&monitor] { return monitor.synchronous() ? 1.0 : 0.0; });
-  for (const char* status :
-       {"reserved", "extended", "unreserved", "lost", "missing", "unknown"}) {
-    m->AddLabeledGauge("walwatch_slot_wal_status",
-                       "1 for the slot's current wal_status (missing: no "
-                       "such slot; unknown: the last poll failed).",
-                       "status", status,
-                       [&monitor, status] {
-                         return monitor.wal_status() == status ? 1.0 : 0.0;
-                       });
-  }
-  m->AddGauge("walwatch_event_log_bytes",
-              "Bytes held by the event log: its events and, once each, the "
-              "filter fields they share.",
-              [&log] { return static_cast<double>(log.GetStats().bytes); });
-  m->AddGauge("walwatch_event_log_events", "Events held by the event log.",
-              [&log] { return static_cast<double>(log.GetStats().events); });
-  m->AddGauge("walwatch_event_log_oldest_rv",
-              "resourceVersion of the oldest event retained.",
-              [&log] { return static_cast<double>(log.GetStats().oldest_rv); });
-  m->AddGauge("walwatch_event_log_floor_rv",
-              "Watches may resume from this resourceVersion or newer.",
-              [&log] { return static_cast<double>(log.floor_rv()); });
-  m->AddGauge("walwatch_current_rv",
-              "The newest resourceVersion: the stream has passed it.",
-              [&log] { return static_cast<double>(log.current_rv()); });
-  m->AddCounter("walwatch_event_log_evicted_transactions_total",
-                "Transactions evicted from the event log to respect its bound.",
-                [&log] {
-                  return static_cast<double>(log.GetStats().evicted_transactions);
-                });
-}
-
 int Main(int argc, char** argv) {
   Config config;
   std::string err = ParseConfig(argc, argv, environ, &config);
@@ -334,7 +213,7 @@ int Main(int argc, char** argv) {
       [&monitor] { return monitor.highest_server_wal_lsn(); });
 
   Metrics metrics;
-  RegisterMetrics(&metrics, replication, log, monitor);
+  RegisterReplicationMetrics(&metrics, replication, log, monitor);
   auto lag_bytes = [&replication, &monitor]() -> uint64_t {
     uint64_t server = monitor.server_wal_lsn();
     uint64_t decoded = replication.stats().decoded_lsn.load();
@@ -382,64 +261,8 @@ int Main(int argc, char** argv) {
       config.max_connection_buffer_bytes;
   HttpServer server(io, log, catalog, http_options, ready);
   if (std::string e = server.Start(); !e.empty()) return Fatal(e);
-  metrics.AddGauge("walwatch_connections",
-                   "Client connections open (watches, probes, requests).",
-                   [&server] {
-                     return static_cast<double>(server.active_sessions());
-                   });
-  metrics.AddGauge("walwatch_connections_limit",
-                   "--max-connections, resolved: connections past it are "
-                   "answered 429.",
-                   [max_connections] {
-                     return static_cast<double>(max_connections);
-                   });
-  metrics.AddLabeledCounter(
-      "walwatch_connections_refused_total",
-      "Connections refused: past --max-connections (limit, answered 429) "
-      "or not on the socket's allow-list (peer, closed).",
-      "reason", "limit", [&server] {
-        return static_cast<double>(server.connections_refused().limit);
-      });
-  metrics.AddLabeledCounter("walwatch_connections_refused_total", "", "reason",
-                            "peer", [&server] {
-                              return static_cast<double>(
-                                  server.connections_refused().peer);
-                            });
-  metrics.AddGauge("walwatch_state_reads_queued",
-                   "Initial states waiting for a state worker: all of them "
-                   "busy, or their client holding its share (half of "
-                   "--state-workers).",
-                   [&state] {
-                     return static_cast<double>(state.queued_states());
-                   });
-  metrics.AddGauge(
-      "walwatch_connection_buffer_bytes",
-      "Bytes connections hold in request buffers (requests being read and "
-      "their parsed headers) and in stalled watchers' pending writes; "
-      "bounded by walwatch_connection_buffer_limit_bytes.",
-      [&server] {
-        return static_cast<double>(server.connection_buffer_bytes());
-      });
-  metrics.AddGauge("walwatch_connection_buffer_limit_bytes",
-                   "--max-connection-buffer-bytes: the most bytes "
-                   "walwatch_connection_buffer_bytes may reach.",
-                   [limit = config.max_connection_buffer_bytes] {
-                     return static_cast<double>(limit);
-                   });
-  metrics.AddLabeledCounter(
-      "walwatch_connection_buffer_refused_total",
-      "Allocations the connection buffer budget refused: of a request "
-      "(answered 429) or of a stalled watcher's pending write (the watch "
-      "ended, its connection closed).",
-      "what", "request", [&server] {
-        return static_cast<double>(
-            server.connection_buffer_refusals().request);
-      });
-  metrics.AddLabeledCounter("walwatch_connection_buffer_refused_total", "",
-                            "what", "watch", [&server] {
-                              return static_cast<double>(
-                                  server.connection_buffer_refusals().watch);
-                            });
+  RegisterServingMetrics(&metrics, &server, &state, max_connections,
+                         config.max_connection_buffer_bytes);
   OpsServer ops(io, metrics, ready);
   if (!config.metrics_address.empty()) {
     if (std::string e = ops.Start(config.metrics_address); !e.empty()) {

@@ -1,7 +1,8 @@
 // Metrics holds walwatch's Prometheus registry (prometheus-cpp) and the
 // instruments the watch sessions update. Values owned elsewhere (the
 // replication stream's counters, the event log's size) are copied in by
-// refresh hooks just before each scrape, so the hot paths keep plain atomics.
+// refresh hooks just before each scrape, so the hot paths keep plain atomics;
+// metric_hooks.h registers those.
 //
 // Names follow Prometheus conventions: walwatch_ prefix, _total counters,
 // _bytes and _seconds units. schema/PROTOCOL.md and README.md list them.

@@ -7,6 +7,9 @@
 // The table shows TYPE, CLUSTER, NAMESPACE, NAME and RV per event. An error
 // answer (a Status) or a 410 ERROR event is printed clearly and the command
 // exits 1; the end of the stream exits 0.
+//
+// Thread safety: RunWatchCli blocks the calling thread, with synchronous
+// reads on a socket of its own, until the stream ends; it shares nothing.
 #ifndef WALWATCH_WATCHSERVER_WATCH_CLI_H_
 #define WALWATCH_WATCHSERVER_WATCH_CLI_H_
 

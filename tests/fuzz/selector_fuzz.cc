@@ -1,4 +1,5 @@
-// Fuzz target: the label and field selector parsers (watchserver/selector.h).
+// Fuzz target: the label and field selector parsers
+// (watchserver/label_selector.h, watchserver/field_selector.h).
 //
 // The input is the selector text, as it arrives in labelSelector= or
 // fieldSelector= once percent-decoded; both parsers get it.
@@ -20,7 +21,8 @@
 
 #include "cdc/model/event.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "watchserver/selector.h"
+#include "watchserver/field_selector.h"
+#include "watchserver/label_selector.h"
 
 namespace {
 

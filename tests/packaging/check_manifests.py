@@ -225,7 +225,7 @@ def container_env(container, pod_name, namespace):
 
 # ---------------------------------------------------------------------------
 def slot_name_from(text):
-    """walwatch's --slot-from (SlotNameFrom in watchserver/config.cc)."""
+    """walwatch's --slot-from (SlotNameFrom in watchserver/config_values.cc)."""
     name = "".join(ch.lower() if "A" <= ch <= "Z" else ch for ch in text)
     name = "".join(ch if re.fullmatch(r"[a-z0-9_]", ch) else "_" for ch in name)
     if len(name.encode()) <= 63:

@@ -6,38 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/support/parse_config.h"
+#include "watchserver/config_values.h"
+
 namespace walwatch {
 namespace {
 
 using std::chrono::milliseconds;
-
-// Runs ParseConfig on `args` (program name added) and `env` ("NAME=value").
-struct Parsed {
-  std::string error;
-  Config config;
-};
-
-Parsed Parse(std::vector<std::string> args, std::vector<std::string> env = {}) {
-  args.insert(args.begin(), "walwatch");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  argv.push_back(nullptr);
-  std::vector<const char*> envp;
-  for (const std::string& e : env) envp.push_back(e.c_str());
-  envp.push_back(nullptr);
-  Parsed p;
-  p.error = ParseConfig(static_cast<int>(args.size()), argv.data(), envp.data(),
-                        &p.config);
-  return p;
-}
-
-// The error for `args`, which must be one line.
-std::string ErrorFor(std::vector<std::string> args,
-                     std::vector<std::string> env = {}) {
-  Parsed p = Parse(std::move(args), std::move(env));
-  EXPECT_EQ(p.error.find('\n'), std::string::npos) << p.error;
-  return p.error;
-}
 
 TEST(Config, Defaults) {
   Parsed p = Parse({});
@@ -568,140 +543,6 @@ TEST(Config, MaxConnectionBufferBytesIsASizeOfAtLeast4Mi) {
                   "\" for --max-connection-buffer-bytes: expected a size such "
                   "as 128Mi")
         << bad;
-  }
-}
-
-TEST(Config, HelpMentionsEveryFlagWithDefaultAndEnv) {
-  const std::string help = HelpText();
-  const struct {
-    const char* flag;
-    const char* env;
-    const char* default_text;
-  } kFlags[] = {
-      {"--conninfo", "WALWATCH_CONNINFO", "empty"},
-      {"--slot", "WALWATCH_SLOT", "walwatch"},
-      {"--mapping", "WALWATCH_MAPPING",
-       "built-in Clusterpedia resources mapping"},
-      {"--status-interval", "WALWATCH_STATUS_INTERVAL", "1s"},
-      {"--connect-timeout", "WALWATCH_CONNECT_TIMEOUT", "10s"},
-      {"--socket", "WALWATCH_SOCKET", "/run/walwatch/walwatch.sock"},
-      {"--socket-mode", "WALWATCH_SOCKET_MODE", "0660"},
-      {"--kinds", "WALWATCH_KINDS", "empty"},
-      {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
-      {"--http-threads", "WALWATCH_HTTP_THREADS", "1"},
-      {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
-      {"--initial-state-stall-timeout",
-       "WALWATCH_INITIAL_STATE_STALL_TIMEOUT", "20s"},
-      {"--initial-state-min-rate", "WALWATCH_INITIAL_STATE_MIN_RATE", "1Mi"},
-      {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
-      {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
-      {"--max-connection-buffer-bytes", "WALWATCH_MAX_CONNECTION_BUFFER_BYTES",
-       "128Mi"},
-      {"--log-level", "WALWATCH_LOG_LEVEL", "info"},
-  };
-  for (const auto& f : kFlags) {
-    const size_t at = help.find(std::string("  ") + f.flag + " ");
-    ASSERT_NE(at, std::string::npos) << f.flag;
-    // The entry's "Default: ... Env: ..." line belongs to this flag.
-    const size_t default_at = help.find("Default: ", at);
-    ASSERT_NE(default_at, std::string::npos) << f.flag;
-    const size_t line_end = help.find('\n', default_at);
-    const std::string line = help.substr(default_at, line_end - default_at);
-    EXPECT_EQ(line.rfind(std::string("Default: ") + f.default_text, 0), 0u)
-        << line;
-    EXPECT_NE(line.find(std::string("Env: ") + f.env + "."), std::string::npos)
-        << line;
-    // Every flag named in the table is accepted by the parser.
-    EXPECT_EQ(ErrorFor({std::string(f.flag)}).find("unknown flag"),
-              std::string::npos)
-        << f.flag;
-  }
-  EXPECT_NE(help.find("--help"), std::string::npos);
-}
-
-TEST(Config, HelpGroupsFlagsUnderHeadings) {
-  const std::string help = HelpText();
-  const size_t pg = help.find("\nPostgreSQL:\n");
-  const size_t serving = help.find("\nServing:\n");
-  const size_t event_log = help.find("\nEvent log:\n");
-  const size_t logging = help.find("\nLogging:\n");
-  ASSERT_NE(pg, std::string::npos);
-  ASSERT_NE(serving, std::string::npos);
-  ASSERT_NE(event_log, std::string::npos);
-  ASSERT_NE(logging, std::string::npos);
-  EXPECT_LT(pg, help.find("--conninfo"));
-  EXPECT_LT(help.find("--connect-timeout"), serving);
-  EXPECT_LT(serving, help.find("--socket "));
-  EXPECT_LT(help.find("--too-large-rv-wait"), event_log);
-  EXPECT_LT(serving, help.find("--bookmark-interval"));
-  EXPECT_LT(help.find("--bookmark-interval"), event_log);
-  EXPECT_LT(event_log, help.find("--max-log-bytes"));
-  EXPECT_LT(logging, help.find("--log-level"));
-}
-
-TEST(Config, RedactsKeywordPassword) {
-  EXPECT_EQ(RedactConninfo("host=db user=u password=secret dbname=x"),
-            "host=db user=u password=******** dbname=x");
-  EXPECT_EQ(RedactConninfo("password=secret"), "password=********");
-  EXPECT_EQ(RedactConninfo("host=db password = secret port=5432"),
-            "host=db password = ******** port=5432");
-  EXPECT_EQ(RedactConninfo("host=db password='se cret' port=5432"),
-            "host=db password=******** port=5432");
-  EXPECT_EQ(RedactConninfo("password='it\\'s secret' host=db"),
-            "password=******** host=db");
-  EXPECT_EQ(RedactConninfo("password=sec\\ ret host=db"),
-            "password=******** host=db");
-  EXPECT_EQ(RedactConninfo("sslpassword=keypass host=db"),
-            "sslpassword=******** host=db");
-  EXPECT_EQ(RedactConninfo("\tpassword=a\npassword=b"),
-            "\tpassword=********\npassword=********");
-  // Only the password key: another value mentioning it stays.
-  EXPECT_EQ(RedactConninfo("application_name='password=x' host=db"),
-            "application_name='password=x' host=db");
-  // libpq skips blanks after '=', so here the password is "port=1".
-  EXPECT_EQ(RedactConninfo("host=db password= port=1"),
-            "host=db password= ********");
-  EXPECT_EQ(RedactConninfo("host=db password="), "host=db password=");
-  EXPECT_EQ(RedactConninfo("host=db port=5432"), "host=db port=5432");
-  EXPECT_EQ(RedactConninfo(""), "");
-}
-
-TEST(Config, UnparsableKeywordConninfoRedactedWhole) {
-  EXPECT_EQ(RedactConninfo("host=db password='unterminated"), "********");
-  EXPECT_EQ(RedactConninfo("host=db secret"), "********");
-}
-
-TEST(Config, RedactsUriPassword) {
-  EXPECT_EQ(
-      RedactConninfo("postgresql://user:secret@db:5432/x?sslmode=require"),
-      "postgresql://user:********@db:5432/x?sslmode=require");
-  EXPECT_EQ(RedactConninfo("postgres://user:secret@db/x"),
-            "postgres://user:********@db/x");
-  EXPECT_EQ(RedactConninfo("postgresql://:secret@db"),
-            "postgresql://:********@db");
-  EXPECT_EQ(RedactConninfo("postgresql://user:s%40cret@[::1]:5432,h2/x"),
-            "postgresql://user:********@[::1]:5432,h2/x");
-  EXPECT_EQ(RedactConninfo("postgresql://db/x?sslmode=require&password=secret"
-                           "&application_name=w"),
-            "postgresql://db/x?sslmode=require&password=********"
-            "&application_name=w");
-  EXPECT_EQ(RedactConninfo("postgresql://db?pass%77ord=secret"),
-            "postgresql://db?pass%77ord=********");
-  EXPECT_EQ(RedactConninfo("postgresql://db?sslpassword=secret"),
-            "postgresql://db?sslpassword=********");
-  EXPECT_EQ(RedactConninfo("postgresql://user@db:5432/x"),
-            "postgresql://user@db:5432/x");
-  EXPECT_EQ(RedactConninfo("postgresql://db:5432/x"), "postgresql://db:5432/x");
-}
-
-TEST(Config, UriPasswordWithRawSpecialCharactersDoesNotLeak) {
-  // libpq wants these percent-encoded; typed raw, none of it may show.
-  for (const char* conninfo :
-       {"postgresql://u:p@ss@db/x", "postgresql://u:pa/ss@db/x",
-        "postgresql://u:pa?ss@db/x"}) {
-    const std::string redacted = RedactConninfo(conninfo);
-    EXPECT_EQ(redacted.find("ss"), std::string::npos) << redacted;
-    EXPECT_NE(redacted.find("********"), std::string::npos) << redacted;
   }
 }
 
