@@ -68,7 +68,7 @@ std::string QuoteIdent(const std::string& name) {
 }
 
 std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
-                          const PgStop* stop) {
+                          const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(conn, "SELECT current_setting('wal_level')", {}, &err, stop);
   if (!r) return "cannot read wal_level: " + err;
@@ -133,7 +133,7 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
 }
 
 std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
-                     const PgStop* stop) {
+                     const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn,
@@ -168,7 +168,7 @@ std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
 }
 
 std::string CreateSlot(PGconn* conn, const std::string& slot,
-                       const PgStop* stop) {
+                       const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn, "SELECT pg_create_logical_replication_slot($1, 'wal2json')",
@@ -178,7 +178,7 @@ std::string CreateSlot(PGconn* conn, const std::string& slot,
 }
 
 std::string DropSlot(PGconn* conn, const std::string& slot,
-                     const PgStop* stop) {
+                     const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(conn, "SELECT pg_drop_replication_slot($1)", {slot},
                        &err, stop);
@@ -187,7 +187,7 @@ std::string DropSlot(PGconn* conn, const std::string& slot,
 }
 
 std::string LoadCatalog(PGconn* conn, const TableMapping& m,
-                        ResourceCatalog* catalog, const PgStop* stop) {
+                        ResourceCatalog* catalog, const StopSignal* stop) {
   std::string sql = "SELECT DISTINCT " + QuoteIdent(m.column(MappedField::kGroup)) +
                     ", " + QuoteIdent(m.column(MappedField::kVersion)) + ", " +
                     QuoteIdent(m.column(MappedField::kResource)) + ", " +

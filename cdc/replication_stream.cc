@@ -118,7 +118,7 @@ struct ReplicationStream::Impl {
   Clock::time_point next_status;
   const int wake_fd;  // an eventfd: wakes the poll loop for a keepalive
   // Stop(): ends the poll loop, the backoff wait and START_REPLICATION.
-  PgStop stop;
+  StopSignal stop;
   std::atomic<bool> keepalive_wanted{false};
   bool start_failed_after_connect = false;
   // The SQLSTATE of the last START_REPLICATION error ("" if none, or if the

@@ -70,7 +70,8 @@ bool SynchronousStandbyNamesMatch(std::string_view setting,
 }
 
 SlotMonitor::SlotMonitor(SlotMonitorOptions options)
-    : options_(std::move(options)), stop_signal_(std::make_unique<PgStop>()) {}
+    : options_(std::move(options)),
+      stop_signal_(std::make_unique<StopSignal>()) {}
 
 SlotMonitor::~SlotMonitor() { Stop(); }
 

@@ -30,7 +30,7 @@ namespace walwatch {
 bool SynchronousStandbyNamesMatch(std::string_view setting,
                                   std::string_view application_name);
 
-class PgStop;
+class StopSignal;
 
 struct SlotMonitorOptions {
   std::string conninfo;
@@ -79,7 +79,7 @@ class SlotMonitor {
   std::condition_variable cv_;
   bool stop_ = false;          // GUARDED_BY(mu_)
   // Interrupts a poll that waits on the network.
-  const std::unique_ptr<PgStop> stop_signal_;
+  const std::unique_ptr<StopSignal> stop_signal_;
   std::string wal_status_;     // GUARDED_BY(mu_)
   bool warned_ = false;
   std::thread thread_;

@@ -29,7 +29,8 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 class StateService::Worker {
  public:
   Worker(const StateServiceOptions& o, EventSink* log,
-         const std::function<void()>& request_keepalive, const PgStop* stop)
+         const std::function<void()>& request_keepalive,
+         const StopSignal* stop)
       : options_(o),
         log_(log),
         request_keepalive_(request_keepalive),
@@ -62,7 +63,7 @@ class StateService::Worker {
   const StateServiceOptions& options_;
   EventSink* const log_;
   const std::function<void()>& request_keepalive_;
-  const PgStop* const stop_;
+  const StopSignal* const stop_;
   PgConn conn_;
   uint64_t wal_block_size_ = 8192;
   uint64_t wal_segment_size_ = 16u << 20;
@@ -461,7 +462,7 @@ StateService::StateService(StateServiceOptions options, EventSink* log,
       share_(std::max(1, options_.workers / 2)),
       log_(log),
       request_keepalive_(std::move(request_keepalive)),
-      stop_signal_(std::make_unique<PgStop>()) {
+      stop_signal_(std::make_unique<StopSignal>()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/false); });
   }

@@ -32,7 +32,7 @@
 namespace walwatch {
 
 class EventSink;
-class PgStop;
+class StopSignal;
 
 struct StateServiceOptions {
   std::string conninfo;
@@ -108,7 +108,7 @@ class StateService : public StateSource {
   std::deque<Job> rv_jobs_;      // GUARDED_BY(mu_)
   bool stopping_ = false;        // GUARDED_BY(mu_)
   // Interrupts workers waiting on PostgreSQL when the service stops.
-  const std::unique_ptr<PgStop> stop_signal_;
+  const std::unique_ptr<StopSignal> stop_signal_;
   std::vector<std::thread> threads_;
 };
 

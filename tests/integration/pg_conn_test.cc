@@ -50,7 +50,7 @@ TEST_F(PgConnTest, AnAnswerInTimeAndAStopWork) {
   ASSERT_NE(r, nullptr) << err;
   EXPECT_EQ(std::string(PQgetvalue(r.get(), 0, 1)), "42");
 
-  PgStop stop;
+  StopSignal stop;
   std::thread raiser([&stop] {
     std::this_thread::sleep_for(milliseconds(200));
     stop.Raise();
