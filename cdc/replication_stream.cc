@@ -84,7 +84,7 @@ struct ReplicationStream::Impl {
         decoder(opt.mapping),
         assembler(opt.max_transaction_bytes, 0),
         arena(MakeWireArena(opt)),
-        builder(arena.get()),
+        builder(arena.get(), &FormatLsn),
         wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
   ~Impl() {
     if (wake_fd >= 0) close(wake_fd);

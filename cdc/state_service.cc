@@ -325,7 +325,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
       txn.changes.resize(n);
       for (int i = 0; i < n; ++i) {
         RowChange& c = txn.changes[i];
-        c.action = Wal2JsonAction::kInsert;
+        c.action = RowAction::kInsert;
         c.lsn = 0;
         c.columns.present = true;
         for (size_t f = 0; f < kMappedFieldCount; ++f) {

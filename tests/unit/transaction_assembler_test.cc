@@ -98,10 +98,10 @@ TEST(TransactionAssembler, GroupsTheCaptureIntoTransactions) {
     uint32_t xid;
     uint64_t commit;
     const char* end;
-    std::vector<Wal2JsonAction> actions;
+    std::vector<RowAction> actions;
     bool truncated;
   };
-  using A = Wal2JsonAction;
+  using A = RowAction;
   const Want want[] = {
       {746, kCommit746, "0/15585A0", {A::kInsert}, false},
       {747, kCommit747, "0/15588E0", {A::kUpdate}, false},
