@@ -15,14 +15,14 @@
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/model/event_sink.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/model/wire_arena.h"
-#include "cdc/pg_checks.h"
-#include "cdc/pg_conn.h"
-#include "cdc/transaction_assembler.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/pg_checks.h"
+#include "cdc/postgres/pg_conn.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 
 namespace walwatch {
 

@@ -18,12 +18,12 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "cdc/base/logging.h"
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/replication_stream.h"
-#include "cdc/slot_monitor.h"
-#include "cdc/slots_cli.h"
-#include "cdc/state_service.h"
+#include "cdc/postgres/slot_monitor.h"
+#include "cdc/postgres/slots_cli.h"
+#include "cdc/postgres/state_service.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"

@@ -1,7 +1,7 @@
 // StateSource is what the HTTP layer asks of PostgreSQL: the current state of
 // a resource (for a watch without resourceVersion, or WatchList), and the RV
-// that continues an APIServer's own SQL list. cdc/state_service.h implements
-// it; tests may substitute their own.
+// that continues an APIServer's own SQL list. cdc/postgres/state_service.h
+// implements it; tests may substitute their own.
 //
 // Every answer rests on one rule, "exact or retry" (DESIGN.md): the RV given
 // with a state is the exact position from which the watch stream continues

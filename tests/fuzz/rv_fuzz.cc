@@ -1,5 +1,5 @@
 // Fuzz target: the position parsers — resourceVersions, LSNs and
-// PostgreSQL snapshots (cdc/lsn.h, watchserver/event_log.h,
+// PostgreSQL snapshots (cdc/postgres/lsn.h, watchserver/event_log.h,
 // watchserver/watch_request.h).
 //
 // The input is one text, given to every parser. Each parser is checked
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "watchserver/event_log.h"
 #include "watchserver/watch_request.h"

@@ -35,8 +35,8 @@
 
 #include "cdc/event_builder.h"
 #include "cdc/model/event.h"
-#include "cdc/transaction_assembler.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "watchserver/event_log.h"

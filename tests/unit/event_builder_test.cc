@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cdc/lsn.h"
-#include "cdc/transaction_assembler.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {

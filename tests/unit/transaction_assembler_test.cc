@@ -1,11 +1,11 @@
-#include "cdc/transaction_assembler.h"
+#include "cdc/postgres/transaction_assembler.h"
 
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {

@@ -1,8 +1,8 @@
 // The startup checks walwatch runs on an ordinary (non-replication)
 // connection before it streams. Each failure is one line that names the fix.
 // Thread safety: called by the replication thread, on its own connection.
-#ifndef WALWATCH_CDC_PG_CHECKS_H_
-#define WALWATCH_CDC_PG_CHECKS_H_
+#ifndef WALWATCH_CDC_POSTGRES_PG_CHECKS_H_
+#define WALWATCH_CDC_POSTGRES_PG_CHECKS_H_
 
 #include <libpq-fe.h>
 
@@ -52,4 +52,4 @@ std::string QuoteIdent(const std::string& name);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_PG_CHECKS_H_
+#endif  // WALWATCH_CDC_POSTGRES_PG_CHECKS_H_

@@ -1,13 +1,13 @@
-#include "cdc/state_service.h"
+#include "cdc/postgres/state_service.h"
 
 #include <optional>
 
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/model/event_sink.h"
-#include "cdc/pg_checks.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_checks.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 

@@ -1,8 +1,8 @@
-#include "cdc/pg_checks.h"
+#include "cdc/postgres/pg_checks.h"
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/model/resource_catalog.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 

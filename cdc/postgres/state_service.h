@@ -12,8 +12,8 @@
 //
 // Thread safety: the StateSource methods may be called from any thread;
 // callbacks run on a worker thread. The EventSink must outlive the service.
-#ifndef WALWATCH_CDC_STATE_SERVICE_H_
-#define WALWATCH_CDC_STATE_SERVICE_H_
+#ifndef WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_
+#define WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -121,4 +121,4 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_STATE_SERVICE_H_
+#endif  // WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/wal2json_decoder.h"
 
 #include <cstring>
 #include <ctime>
@@ -6,7 +6,7 @@
 #include <simdjson.h>
 
 #include "cdc/base/text.h"
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 
 namespace walwatch {
 

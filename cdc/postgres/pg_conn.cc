@@ -1,4 +1,4 @@
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_conn.h"
 
 #include <poll.h>
 

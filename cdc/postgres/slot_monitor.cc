@@ -1,10 +1,10 @@
-#include "cdc/slot_monitor.h"
+#include "cdc/postgres/slot_monitor.h"
 
 #include <cctype>
 
 #include "cdc/base/logging.h"
-#include "cdc/lsn.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 

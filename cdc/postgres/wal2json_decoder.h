@@ -6,8 +6,8 @@
 //
 // Thread safety: a decoder is used by one thread (the replication thread).
 // The TableMapping must outlive it.
-#ifndef WALWATCH_CDC_WAL2JSON_DECODER_H_
-#define WALWATCH_CDC_WAL2JSON_DECODER_H_
+#ifndef WALWATCH_CDC_POSTGRES_WAL2JSON_DECODER_H_
+#define WALWATCH_CDC_POSTGRES_WAL2JSON_DECODER_H_
 
 #include <cstdint>
 #include <memory>
@@ -66,4 +66,4 @@ bool ParsePgTimestamp(std::string_view text, int64_t* unix_micros);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_WAL2JSON_DECODER_H_
+#endif  // WALWATCH_CDC_POSTGRES_WAL2JSON_DECODER_H_

@@ -5,14 +5,14 @@
 // may hold while it is built.
 //
 // Thread safety: used by the replication thread only.
-#ifndef WALWATCH_CDC_TRANSACTION_ASSEMBLER_H_
-#define WALWATCH_CDC_TRANSACTION_ASSEMBLER_H_
+#ifndef WALWATCH_CDC_POSTGRES_TRANSACTION_ASSEMBLER_H_
+#define WALWATCH_CDC_POSTGRES_TRANSACTION_ASSEMBLER_H_
 
 #include <cstdint>
 #include <string>
 
 #include "cdc/transaction.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/wal2json_decoder.h"
 
 namespace walwatch {
 
@@ -66,4 +66,4 @@ class TransactionAssembler {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_TRANSACTION_ASSEMBLER_H_
+#endif  // WALWATCH_CDC_POSTGRES_TRANSACTION_ASSEMBLER_H_

@@ -1,8 +1,8 @@
-#include "cdc/transaction_assembler.h"
+#include "cdc/postgres/transaction_assembler.h"
 
 #include <utility>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 
 namespace walwatch {
 

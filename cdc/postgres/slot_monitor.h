@@ -7,8 +7,8 @@
 // synchronous_standby_names made a synchronous standby.
 //
 // Thread safety: Start/Stop from one thread; the accessors from any.
-#ifndef WALWATCH_CDC_SLOT_MONITOR_H_
-#define WALWATCH_CDC_SLOT_MONITOR_H_
+#ifndef WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_
+#define WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_
 
 #include <atomic>
 #include <chrono>
@@ -87,4 +87,4 @@ class SlotMonitor {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_SLOT_MONITOR_H_
+#endif  // WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_

@@ -1,7 +1,7 @@
 // Small RAII wrappers around libpq, kept out of widely included headers.
 // A PGconn is owned by one thread; nothing else touches it.
-#ifndef WALWATCH_CDC_PG_CONN_H_
-#define WALWATCH_CDC_PG_CONN_H_
+#ifndef WALWATCH_CDC_POSTGRES_PG_CONN_H_
+#define WALWATCH_CDC_POSTGRES_PG_CONN_H_
 
 #include <libpq-fe.h>
 
@@ -63,4 +63,4 @@ PgResult PgExecSimple(PGconn* conn, const std::string& sql,
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_PG_CONN_H_
+#endif  // WALWATCH_CDC_POSTGRES_PG_CONN_H_
