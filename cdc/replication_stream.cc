@@ -21,6 +21,7 @@
 #include "cdc/model/wire_arena.h"
 #include "cdc/postgres/pg_checks.h"
 #include "cdc/postgres/pg_conn.h"
+#include "cdc/postgres/pg_handoff.h"
 #include "cdc/postgres/transaction_assembler.h"
 #include "cdc/postgres/wal2json_decoder.h"
 
@@ -75,10 +76,11 @@ std::unique_ptr<WireArena> MakeWireArena(const ReplicationOptions& opt) {
 }  // namespace
 
 struct ReplicationStream::Impl {
-  Impl(ReplicationOptions o, ResourceCatalog* c, ReplicationStats* s,
-       std::atomic<bool>* streaming)
+  Impl(ReplicationOptions o, ResourceCatalog* c, PgHandoff* h,
+       ReplicationStats* s, std::atomic<bool>* streaming)
       : opt(std::move(o)),
         catalog(c),
+        handoff(h),
         stats(s),
         streaming(streaming),
         decoder(opt.mapping),
@@ -92,6 +94,7 @@ struct ReplicationStream::Impl {
 
   const ReplicationOptions opt;
   ResourceCatalog* const catalog;
+  PgHandoff* const handoff;
   ReplicationStats* const stats;
   std::atomic<bool>* const streaming;
   Wal2JsonDecoder decoder;
@@ -241,9 +244,10 @@ std::string ReplicationStream::Impl::ConnectAtStartup(PgConn* conn) {
 }
 
 ReplicationStream::ReplicationStream(ReplicationOptions options,
-                                     ResourceCatalog* catalog)
-    : impl_(std::make_unique<Impl>(std::move(options), catalog, &stats_,
-                                   &streaming_)) {}
+                                     ResourceCatalog* catalog,
+                                     PgHandoff* handoff)
+    : impl_(std::make_unique<Impl>(std::move(options), catalog, handoff,
+                                   &stats_, &streaming_)) {}
 
 ReplicationStream::~ReplicationStream() = default;
 
@@ -364,6 +368,7 @@ std::string ReplicationStream::Prepare(StartPosition* start) {
   start->next_xid = std::stoull(
       std::string(PQgetvalue(snap.get(), 0, 0)).substr(colon + 1));
   m.xid_reference = start->next_xid;
+  m.handoff->SetClassifiableFromXid(start->next_xid);
   if (std::string e = LoadCatalog(conn.get(), m.opt.mapping, m.catalog, &m.stop);
       !e.empty()) {
     return e;
@@ -868,7 +873,8 @@ void ReplicationStream::Impl::ResetHistory(uint64_t new_floor,
        {"served_up_to", FormatLsn(old_current)},
        {"fence_from", FormatLsn(new_floor + 1)},
        {"fence_to", FormatLsn(fence_hi)}});
-  log->ResetHistory(new_floor, fence_hi, next_xid);
+  handoff->ResetHistory(next_xid,
+                        [&] { log->ResetHistory(new_floor, fence_hi); });
   xid_reference = next_xid;
   ++stats->barriers;
   ++stats->history_resets;
@@ -981,8 +987,8 @@ std::string ReplicationStream::Impl::FinishSlotRecreation() {
   if (!snap || PQntuples(snap.get()) != 1) {
     return "cannot read pg_current_snapshot(): " + err;
   }
-  EventSink::Snapshot parsed;
-  if (!EventSink::ParseSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
+  HandoffSnapshot parsed;
+  if (!ParseHandoffSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
     return "cannot parse pg_current_snapshot()";
   }
   slot_recreation_pending = false;

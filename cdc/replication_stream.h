@@ -23,6 +23,7 @@
 namespace walwatch {
 
 class EventSink;
+class PgHandoff;
 class ResourceCatalog;
 
 struct ReplicationOptions {
@@ -118,7 +119,9 @@ struct ReplicationStats {
 
 class ReplicationStream {
  public:
-  ReplicationStream(ReplicationOptions options, ResourceCatalog* catalog);
+  // `handoff` learns where the stream starts, and when its history resets.
+  ReplicationStream(ReplicationOptions options, ResourceCatalog* catalog,
+                    PgHandoff* handoff);
   ~ReplicationStream();
   ReplicationStream(const ReplicationStream&) = delete;
   ReplicationStream& operator=(const ReplicationStream&) = delete;
@@ -127,7 +130,8 @@ class ReplicationStream {
     // The stream continues after this position: the EventSink's floor.
     uint64_t floor_rv = 0;
     // pg_current_snapshot()'s xmax, read after the slot's position: every
-    // transaction with this xid or above commits after floor_rv.
+    // transaction with this xid or above commits after floor_rv (the
+    // PgHandoff is told).
     uint64_t next_xid = 0;
   };
   // Checks the server and the table, creates the slot if it is missing,

@@ -19,6 +19,7 @@
 
 #include "cdc/base/logging.h"
 #include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_handoff.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/replication_stream.h"
 #include "cdc/postgres/slot_monitor.h"
@@ -180,7 +181,8 @@ int Main(int argc, char** argv) {
             {{"kinds", config.kinds_path},
              {"resources", static_cast<uint64_t>(declared.size())}});
   }
-  ReplicationStream replication(repl_options, &catalog);
+  PgHandoff handoff;
+  ReplicationStream replication(repl_options, &catalog, &handoff);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
   std::string prepared = replication.Prepare(&start);
@@ -190,7 +192,6 @@ int Main(int argc, char** argv) {
   }
   if (!prepared.empty()) return Fatal(prepared);
   EventLog log(config.max_log_bytes, start.floor_rv);
-  log.SetClassifiableFromXid(start.next_xid);
 
   StateServiceOptions state_options;
   state_options.conninfo = config.conninfo;
@@ -198,7 +199,7 @@ int Main(int argc, char** argv) {
   state_options.connect_timeout_seconds = repl_options.connect_timeout_seconds;
   state_options.workers = config.state_workers;
   state_options.catch_up_timeout = config.too_large_rv_wait;
-  StateService state(state_options, &log,
+  StateService state(state_options, &log, &handoff,
                      [&replication] { replication.RequestKeepalive(); });
 
   SlotMonitorOptions monitor_options;
