@@ -1,9 +1,12 @@
 #include "cdc/base/stop_signal.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstdint>
+
+#include "cdc/base/clock.h"
 
 namespace walwatch {
 
@@ -23,5 +26,17 @@ void StopSignal::Raise() {
 }
 
 bool StopSignal::raised() const { return raised_.load(); }
+
+bool StopSignal::WaitFor(std::chrono::milliseconds delay) const {
+  const auto deadline = Clock::now() + delay;
+  while (!raised()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    if (left.count() <= 0) return true;
+    pollfd fd = {fd_, POLLIN, 0};
+    poll(&fd, 1, static_cast<int>(left.count()));
+  }
+  return false;
+}
 
 }  // namespace walwatch

@@ -9,6 +9,7 @@
 #define WALWATCH_CDC_BASE_STOP_SIGNAL_H_
 
 #include <atomic>
+#include <chrono>
 
 namespace walwatch {
 
@@ -22,6 +23,9 @@ class StopSignal {
   void Raise();
   bool raised() const;
   int fd() const { return fd_; }
+  // Sleeps for `delay`, or less if raised meanwhile. True if the whole
+  // delay passed, false if raised.
+  bool WaitFor(std::chrono::milliseconds delay) const;
 
  private:
   const int fd_;  // an eventfd; -1 if none could be made (then raised() only)

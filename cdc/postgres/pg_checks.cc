@@ -58,13 +58,24 @@ std::string ExplainPgError(const std::string& e) {
   return e;
 }
 
-std::string QuoteIdent(const std::string& name) {
-  std::string q = "\"";
-  for (char c : name) {
-    if (c == '"') q += '"';
+namespace {
+
+// `text` between two `quote`s, each `quote` in it doubled.
+std::string Quote(const std::string& text, char quote) {
+  std::string q(1, quote);
+  for (char c : text) {
+    if (c == quote) q += quote;
     q += c;
   }
-  return q + "\"";
+  return q + quote;
+}
+
+}  // namespace
+
+std::string QuoteIdent(const std::string& name) { return Quote(name, '"'); }
+
+std::string QuoteLiteral(const std::string& text) {
+  return Quote(text, '\'');
 }
 
 std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,

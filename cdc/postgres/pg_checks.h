@@ -47,8 +47,10 @@ std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,
                         ResourceCatalog* catalog,
                         const StopSignal* stop = nullptr);
 
-// Quotes an SQL identifier ("group" -> "\"group\"").
+// Quotes an SQL identifier ("group" -> "\"group\""), or a string literal
+// ("it's" -> "'it''s'").
 std::string QuoteIdent(const std::string& name);
+std::string QuoteLiteral(const std::string& text);
 
 }  // namespace walwatch
 

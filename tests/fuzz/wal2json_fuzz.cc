@@ -121,7 +121,7 @@ class Pipeline {
   }
 
  private:
-  // ReplicationStream::Impl::OnCommit.
+  // CommitPolicy::Apply (cdc/commit_policy.cc).
   void Commit(Transaction& txn) {
     FUZZ_CHECK(txn.commit_lsn > log_.current_rv(),
                "commit " + std::to_string(txn.commit_lsn) + " after " +
