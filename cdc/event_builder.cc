@@ -11,7 +11,7 @@
 
 #include <simdjson.h>
 
-#include "cdc/lsn.h"
+#include "cdc/base/text.h"
 
 namespace walwatch {
 
@@ -104,9 +104,11 @@ bool SameLabels(LabelList a, LabelList b) {
 }  // namespace
 
 struct EventBuilder::Impl {
-  explicit Impl(WireArena* arena) : arena(arena) {}
+  Impl(WireArena* arena, PositionFormatter format_position)
+      : arena(arena), format_position(format_position) {}
 
   WireArena* const arena;
+  const PositionFormatter format_position;
   od::parser parser;
   std::string scratch;  // for objects whose buffer lacks padding
   // Events of one object, or of one workload's replicas, share their filter
@@ -136,8 +138,9 @@ struct EventBuilder::Impl {
   static void WriteWire(const Wire& wire, char* out);
 };
 
-EventBuilder::EventBuilder(WireArena* arena)
-    : impl_(std::make_unique<Impl>(arena)) {}
+EventBuilder::EventBuilder(WireArena* arena,
+                           PositionFormatter format_position)
+    : impl_(std::make_unique<Impl>(arena, format_position)) {}
 EventBuilder::~EventBuilder() = default;
 
 std::string EventBuilder::Impl::Analyze(const std::string& text,
@@ -381,7 +384,9 @@ void EventBuilder::BuildEvents(const Transaction& txn,
       return " (row " + key + ")";
     }
     return " (transaction " + std::to_string(txn.xid) + ", change at " +
-           FormatLsn(c.lsn) + ")";
+           (impl_->format_position ? impl_->format_position(c.lsn)
+                                   : std::to_string(c.lsn)) +
+           ")";
   };
   // Checks that `row` holds an object and reads its layout; false (and an
   // error) if it cannot become an event.
@@ -392,7 +397,7 @@ void EventBuilder::BuildEvents(const Transaction& txn,
       const char* why =
           object.state == ColumnValue::State::kNull
               ? "the object column is NULL"
-          : c.action == Wal2JsonAction::kInsert
+          : c.action == RowAction::kInsert
               ? "the object column is missing from the row (was it dropped "
                 "or renamed?)"
               : "the object column is missing from the row: the table needs "
@@ -494,13 +499,13 @@ void EventBuilder::BuildEvents(const Transaction& txn,
 
   for (const RowChange& c : txn.changes) {
     switch (c.action) {
-      case Wal2JsonAction::kInsert:
+      case RowAction::kInsert:
         offer(EventType::kAdded, ViewOf(c.columns), nullptr, c);
         break;
-      case Wal2JsonAction::kDelete:
+      case RowAction::kDelete:
         offer(EventType::kDeleted, ViewOf(c.identity), nullptr, c);
         break;
-      case Wal2JsonAction::kUpdate: {
+      case RowAction::kUpdate: {
         RowView now = MergedNewRow(c);
         if (!c.identity.present ||
             c.identity[MappedField::kObject].state ==

@@ -30,7 +30,7 @@
 
 #include "cdc/model/event.h"
 #include "cdc/model/wire_arena.h"
-#include "cdc/transaction_assembler.h"
+#include "cdc/transaction.h"
 
 namespace walwatch {
 
@@ -41,8 +41,10 @@ class EventBuilder {
  public:
   // With an `arena` (null: the heap), events are built in it (WireArena:
   // the watch sessions then sendfile their lines). It must outlive the
-  // builder; the events may outlive both.
-  explicit EventBuilder(WireArena* arena = nullptr);
+  // builder; the events may outlive both. `format_position` writes a
+  // change's position in error messages (null: in decimal).
+  explicit EventBuilder(WireArena* arena = nullptr,
+                        PositionFormatter format_position = nullptr);
   ~EventBuilder();
   EventBuilder(const EventBuilder&) = delete;
   EventBuilder& operator=(const EventBuilder&) = delete;

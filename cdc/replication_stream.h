@@ -1,52 +1,59 @@
-// ReplicationStream owns walwatch's libpq replication connection. It checks
-// the server at startup, creates the wal2json slot if missing, streams
-// format-version 2 changes of the mapped table, and turns each committed
-// transaction into events appended to an EventSink (the event log). It
-// confirms to PostgreSQL only what the log holds, and reconnects with
-// capped, jittered exponential backoff when the connection is lost.
+// ReplicationStream is walwatch's replication loop, the same for every
+// database: it drives one ChangeSource (cdc/change_source.h), which reads
+// the database's change log and delivers whole transactions, and does the
+// rest:
+//   * drops transactions delivered again (dedup by commit position: after a
+//     reconnect the source re-sends from the last position confirmed);
+//   * applies each transaction to the EventSink by the CommitPolicy
+//     (cdc/commit_policy.h): events, barriers, losses;
+//   * moves the sink's current RV with the positions the stream passes
+//     between transactions;
+//   * batches the appends of one read into one wake of the watchers, and
+//     holds the next wake (wake_interval);
+//   * confirms to the source, on a timer and when asked, the start of the
+//     replay window (cdc/replay_window.h), never past what the sink holds;
+//   * takes a silent stream for a dead one after receive_timeout, unless
+//     the source says the server is busy;
+//   * reconnects with capped, jittered exponential backoff;
+//   * counts all of it (ReplicationStats).
 //
-// Threads: Prepare() and Run() are called by one thread, which then owns the
-// connections (the replication thread). Stop() and the accessors may be
-// called from any thread.
+// Threads: Prepare() is called before Run(), and Run() by the replication
+// thread, which then owns the source's stream; the source is called only
+// from them. Stop(), RequestPosition() and the accessors may be called from
+// any thread; Stop() is async-signal-safe. The source and the catalog must
+// outlive the stream, and the sink given to Run() must outlive Run().
 #ifndef WALWATCH_CDC_REPLICATION_STREAM_H_
 #define WALWATCH_CDC_REPLICATION_STREAM_H_
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 
-#include "schema/table_mapping.h"
-
 namespace walwatch {
 
+class ChangeSource;
 class EventSink;
 class ResourceCatalog;
 
 struct ReplicationOptions {
-  std::string conninfo;  // libpq conninfo; empty: PG* environment variables
-  std::string slot = "walwatch";
-  TableMapping mapping;
+  // How often the loop confirms its position to the source (and asks it
+  // for its own).
   std::chrono::milliseconds status_interval{1000};
-  int connect_timeout_seconds = 10;
-  // Most bytes of row data one transaction may hold while it is assembled.
-  // A larger transaction becomes a barrier: watchers get 410 and relist.
-  size_t max_transaction_bytes = 128u << 20;
-  // After a restart walwatch rebuilds its log from the slot. It holds the
-  // slot's confirmed position back to the oldest transaction younger than
-  // this (and still in the log), so that those can be replayed.
+  // After a restart walwatch rebuilds its log from the source. It holds the
+  // position it confirms back to the oldest transaction younger than this
+  // (and still in the log), so that those can be replayed.
   std::chrono::milliseconds replay_window{std::chrono::minutes(10)};
-  // ... but never more than this many bytes of WAL behind the newest
-  // position received.
+  // ... but never more than this many bytes (of WAL, on PostgreSQL) behind
+  // the newest position received.
   uint64_t replay_window_bytes = uint64_t{512} << 20;
-  // A connection that has carried no message for this long is dead (a
-  // silent network partition): reconnect. walwatch asks for a keepalive every
-  // status interval, so a live server answers far sooner, except while its
-  // walsender decodes a huge transaction of other tables, which it does in
-  // silence: that walsender (seen busy in pg_stat_activity on a connection
-  // of its own) is waited for, another timeout at a time.
+  // A stream that has carried no message for this long is dead (a silent
+  // network partition): reconnect. walwatch asks for the source's position
+  // every status interval, so a live server answers far sooner, unless the
+  // source says it is busy (ChangeSource::BusyWhileSilent: on PostgreSQL a
+  // walsender that decodes a huge transaction of other tables does it in
+  // silence); then it is waited for, another timeout at a time.
   std::chrono::milliseconds receive_timeout{std::chrono::seconds(60)};
   // After a wake, watchers are not woken again for a while (the hold): what
   // the server sends meanwhile (a transaction, or a keepalive) waits for the
@@ -92,15 +99,16 @@ struct ReplicationStats {
   std::atomic<uint64_t> unchanged_updates{0};
   std::atomic<uint64_t> decode_errors{0}, row_errors{0};
   std::atomic<uint64_t> reconnects{0}, slot_recreations{0};
-  // Receive timeouts not taken as a dead connection: the walsender was
-  // busy decoding (ReplicationStream::Impl::WalsenderBusy).
+  // Receive timeouts not taken as a dead connection: the server was busy
+  // (ChangeSource::BusyWhileSilent; on PostgreSQL, a walsender decoding).
   std::atomic<uint64_t> busy_walsender_waits{0};
   std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
-  // Slots recreated below what walwatch had served (EventSink::ResetHistory).
+  // Histories that went back below what walwatch had served (on PostgreSQL,
+  // slots recreated there; EventSink::ResetHistory).
   std::atomic<uint64_t> history_resets{0};
   std::atomic<uint64_t> bytes_received{0};
   // Gauges.
-  std::atomic<uint64_t> received_lsn{0};     // last XLogData start
+  std::atomic<uint64_t> received_lsn{0};     // last message's position
   // When the slot was last recreated (Unix µs), 0 if never: a recreation at
   // startup is already in the first scrape, where a counter shows no rise.
   std::atomic<int64_t> slot_recreated_unix_us{0};
@@ -108,8 +116,8 @@ struct ReplicationStats {
     ++slot_recreations;
     slot_recreated_unix_us = now_unix_us;
   }
-  // How far the stream is known complete: the last XLogData start, or a
-  // keepalive's walEnd received between transactions.
+  // How far the stream is known complete: the last message's position, or
+  // a position passed between transactions (a keepalive's walEnd).
   std::atomic<uint64_t> decoded_lsn{0};
   std::atomic<uint64_t> server_wal_end{0};   // from the latest message
   std::atomic<uint64_t> confirmed_lsn{0};    // last flush position sent
@@ -118,7 +126,8 @@ struct ReplicationStats {
 
 class ReplicationStream {
  public:
-  ReplicationStream(ReplicationOptions options, ResourceCatalog* catalog);
+  ReplicationStream(ReplicationOptions options, ChangeSource* source,
+                    ResourceCatalog* catalog);
   ~ReplicationStream();
   ReplicationStream(const ReplicationStream&) = delete;
   ReplicationStream& operator=(const ReplicationStream&) = delete;
@@ -126,42 +135,34 @@ class ReplicationStream {
   struct StartPosition {
     // The stream continues after this position: the EventSink's floor.
     uint64_t floor_rv = 0;
-    // pg_current_snapshot()'s xmax, read after the slot's position: every
-    // transaction with this xid or above commits after floor_rv.
-    uint64_t next_xid = 0;
   };
-  // Checks the server and the table, creates the slot if it is missing,
-  // loads the resource catalog, and starts streaming. Returns "" on success,
-  // otherwise one line that names the fix.
+  // The source's startup (ChangeSource::Prepare): checks the database,
+  // loads the resource catalog, and opens the stream. Returns "" on
+  // success, otherwise one line that names the fix.
   std::string Prepare(StartPosition* start);
 
   // Streams into `log` until Stop(). Reconnects on errors.
   void Run(EventSink* log);
 
-  // Ends Run(): sends a last status update and closes the connection. Also
-  // ends Prepare()'s wait for a slot active elsewhere. Async-signal-safe.
+  // Ends Run(): sends a last status update and closes the stream. Also ends
+  // Prepare()'s waits. Async-signal-safe.
   void Stop();
   // Whether Stop() was called.
   bool stop_requested() const;
 
-  // Before Run(): the highest WAL position seen on the server (the slot
-  // monitor's). After a failover to a server that was behind, RVs up to it
-  // may have been served by other replicas, so the fence covers them.
-  void SetHighestServerWal(std::function<uint64_t()> highest);
-
-  // Asks the server for a keepalive now (a status update with
-  // replyRequested), so that the EventSink's current RV catches up with the
-  // server's decoded position without waiting for the next one.
-  void RequestKeepalive();
+  // Asks the source for its position now (on PostgreSQL, a status update
+  // with replyRequested, answered by a keepalive), so that the EventSink's
+  // current RV catches up with the server without waiting for the next.
+  void RequestPosition();
 
   bool streaming() const { return streaming_.load(); }
   const ReplicationStats& stats() const { return stats_; }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  class Loop;
   std::atomic<bool> streaming_{false};
   ReplicationStats stats_;
+  std::unique_ptr<Loop> loop_;
 };
 
 }  // namespace walwatch

@@ -172,14 +172,12 @@ void EventLog::AppendLoss(uint64_t commit_lsn, uint64_t xid,
   for (auto& w : wake) w();
 }
 
-void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
-                            uint64_t next_xid) {
+void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi) {
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     DropAllLocked();
     max_evicted_xid_ = 0;
-    classifiable_from_xid_ = next_xid;
     fence_hi = std::max(fence_hi, current_rv_);
     fence_lo_ = fence_hi_ == 0 ? new_floor : std::min(fence_lo_, new_floor);
     fence_hi_ = std::max(fence_hi_, fence_hi);
@@ -206,11 +204,6 @@ void EventLog::AdvanceCurrentRv(uint64_t rv) {
     TakeRvWaitersLocked(&wake);
   }
   for (auto& w : wake) w();
-}
-
-void EventLog::SetClassifiableFromXid(uint64_t xid) {
-  std::lock_guard<std::mutex> lock(mu_);
-  classifiable_from_xid_ = xid;
 }
 
 void EventLog::TakeRvWaitersLocked(std::vector<std::function<void()>>* wake) {
@@ -278,69 +271,21 @@ uint64_t EventLog::BacklogBytesLocked(uint64_t seq) const {
   return appended_bytes_ - offsets_[seq - first_seq_];
 }
 
-EventLog::HandoffResult EventLog::Handoff(const Snapshot& snapshot,
-                                          uint64_t insert_lsn) const {
+EventLog::HeldCommits EventLog::CommitsFrom(uint64_t from_xid,
+                                            uint64_t before) const {
   std::lock_guard<std::mutex> lock(mu_);
-  // Every transaction the snapshot might not see has an xid >= xmin. If one
-  // of those is no longer in the log, or committed before the log began,
-  // its visibility cannot be checked.
-  if (snapshot.xmin <= max_evicted_xid_ ||
-      snapshot.xmin < classifiable_from_xid_) {
-    return {HandoffStatus::kExpired, 0};
-  }
-  // A snapshot older than the floor. After an eviction the xid test above
-  // has refused it already (what was evicted after insert_lsn is unseen, so
-  // its xid is >= xmin); but a barrier without xids (a slot lost or moved)
-  // skipped transactions nobody can classify.
-  if (insert_lsn > 0 && insert_lsn - 1 < floor_rv_) {
-    return {HandoffStatus::kExpired, 0};
-  }
-  // A list whose position PostgreSQL's other history may also have had.
-  if (insert_lsn > 0 && FencedLocked(insert_lsn - 1)) {
-    return {HandoffStatus::kExpired, 0};
-  }
-  // Transactions committed at or after insert_lsn began their commit after
-  // the snapshot was taken: none is visible. Before it, visible ones must
-  // all come before invisible ones in commit order.
-  // (A transaction's last event stands for it: all carry its commit LSN
-  // and xid.)
-  const Event* first_invisible = nullptr;
+  HeldCommits held{floor_rv_, current_rv_, max_evicted_xid_, fence_lo_,
+                   fence_hi_, {}};
+  // A transaction's last event stands for it: all carry its commit LSN and
+  // xid. A loss's placeholder is one such event too.
+  bool from_here = false;
   for (const EventPtr& t : events_) {
     if (!t->last_in_txn) continue;
-    if (t->commit_lsn >= insert_lsn) break;
-    if (!snapshot.Visible(t->xid)) {
-      if (first_invisible == nullptr) first_invisible = t.get();
-    } else if (first_invisible != nullptr) {
-      return {HandoffStatus::kRetry, 0};
-    }
+    if (t->commit_lsn >= before) break;
+    from_here = from_here || t->xid >= from_xid;
+    if (from_here) held.commits.push_back({t->commit_lsn, t->xid});
   }
-  uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
-                                : (insert_lsn > 0 ? insert_lsn - 1 : 0);
-  // The first later transaction L's events carry c(L)-1 or c(L), both at
-  // least rv (c(L) > rv): the watch that continues from rv never sees an
-  // RV below its start.
-  // No commit lies between current_rv_ and insert_lsn either (the
-  // precondition): a watch from current_rv_ starts at once, where one from
-  // insert_lsn - 1 would wait for the stream to move (which an idle
-  // database may not do), and its events' RVs would go below its start.
-  rv = std::min(rv, current_rv_);
-  // The list saw everything up to floor_rv_ (older snapshots were refused
-  // above), so the handoff is never below it.
-  rv = std::max(rv, floor_rv_);
-  if (FencedLocked(rv)) {
-    // The stream has not left a fence yet (it is decoding the WAL pushed
-    // past it), and a watch from rv would be refused. With every logged
-    // transaction visible, nothing commits between rv and insert_lsn, which
-    // lies past the fence (refused above otherwise): the first RV past the
-    // fence continues the list exactly, and a watch from there waits for
-    // the stream to reach it. An invisible transaction in the fence cannot be
-    // continued from an RV nobody can tell apart.
-    if (first_invisible != nullptr || insert_lsn == 0) {
-      return {HandoffStatus::kExpired, 0};
-    }
-    rv = fence_hi_ + 1;
-  }
-  return {HandoffStatus::kExact, rv};
+  return held;
 }
 
 void EventLog::EvictToFitLocked(size_t incoming_bytes) {

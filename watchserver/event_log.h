@@ -72,15 +72,12 @@ class EventLog final : public EventSink {
   void AppendBarrier(uint64_t commit_lsn, uint64_t xid) override;
   void AppendLoss(uint64_t commit_lsn, uint64_t xid, int64_t commit_time_us,
                   const std::vector<Selection>& touched) override;
-  void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
-                    uint64_t next_xid) override;
+  void ResetHistory(uint64_t new_floor, uint64_t fence_hi) override;
   void AdvanceCurrentRv(uint64_t rv) override;
-  void SetClassifiableFromXid(uint64_t xid) override;
   uint64_t current_rv() const override;
   uint64_t OldestCommitSince(int64_t since_unix_us) const override;
   SeekResult Seek(uint64_t rv) const override;
-  HandoffResult Handoff(const Snapshot& snapshot,
-                        uint64_t insert_lsn) const override;
+  HeldCommits CommitsFrom(uint64_t from_xid, uint64_t before) const override;
   uint64_t WaitForRv(uint64_t rv, std::function<void()> wake) override;
   void CancelWaitForRv(uint64_t id) override;
 
@@ -285,10 +282,8 @@ class EventLog final : public EventSink {
   // before events_[i], so a backlog is a subtraction.
   uint64_t appended_bytes_ = 0;   // GUARDED_BY(mu_)
   std::deque<uint64_t> offsets_;  // GUARDED_BY(mu_)
-  // Highest xid not retained (evicted, or dropped by a barrier), and the
-  // lowest xid known to commit after the log starts.
-  uint64_t max_evicted_xid_ = 0;        // GUARDED_BY(mu_)
-  uint64_t classifiable_from_xid_ = 0;  // GUARDED_BY(mu_)
+  // Highest xid not retained (evicted, or dropped by a barrier).
+  uint64_t max_evicted_xid_ = 0;  // GUARDED_BY(mu_)
   // RVs in (fence_lo_, fence_hi_] are ambiguous (ResetHistory); none if
   // fence_hi_ is 0. Several resets widen one fence.
   uint64_t fence_lo_ = 0;  // GUARDED_BY(mu_)

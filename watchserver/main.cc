@@ -1,8 +1,9 @@
 // walwatch: PostgreSQL logical replication (wal2json) to Kubernetes watch
 // streams on a Unix socket. main wires the pieces together:
 //
-//   ReplicationStream (its own thread) -> EventLog -> HttpServer sessions
-//                                                    (io_context threads)
+//   PostgreSQL's change source (cdc/postgres/postgres.h)
+//     -> ReplicationStream (its own thread) -> EventLog -> HttpServer sessions
+//                                                         (io_context threads)
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,12 +19,9 @@
 #include <boost/asio/signal_set.hpp>
 
 #include "cdc/base/logging.h"
-#include "cdc/lsn.h"
 #include "cdc/model/resource_catalog.h"
+#include "cdc/postgres/postgres.h"
 #include "cdc/replication_stream.h"
-#include "cdc/slot_monitor.h"
-#include "cdc/slots_cli.h"
-#include "cdc/state_service.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"
@@ -149,24 +147,32 @@ int Main(int argc, char** argv) {
                            static_cast<uint64_t>(max_connections)},
                           {"open_file_limit", open_files}});
 
-  ReplicationOptions repl_options;
-  repl_options.conninfo = config.conninfo;
-  repl_options.slot = config.slot;
-  repl_options.status_interval = config.status_interval;
-  repl_options.receive_timeout = config.replication_timeout;
-  repl_options.connect_timeout_seconds = static_cast<int>(
-      (config.connect_timeout.count() + 999) / 1000);
   // One transaction may hold at most half the log, so that it fits beside
   // what watchers are still reading.
-  repl_options.max_transaction_bytes = config.max_log_bytes / 2;
+  const size_t max_transaction_bytes = config.max_log_bytes / 2;
+  PostgresOptions pg_options;
+  pg_options.source.conninfo = config.conninfo;
+  pg_options.source.slot = config.slot;
+  pg_options.source.receive_timeout = config.replication_timeout;
+  pg_options.source.connect_timeout_seconds = static_cast<int>(
+      (config.connect_timeout.count() + 999) / 1000);
+  pg_options.source.max_transaction_bytes = max_transaction_bytes;
+  if (std::string e = LoadMapping(config, &pg_options.source.mapping);
+      !e.empty()) {
+    return Fatal(e);
+  }
+  pg_options.state_workers = config.state_workers;
+  pg_options.catch_up_timeout = config.too_large_rv_wait;
+  pg_options.retained_warn_bytes = config.retained_wal_warn_bytes;
+
+  ReplicationOptions repl_options;
+  repl_options.status_interval = config.status_interval;
+  repl_options.receive_timeout = config.replication_timeout;
   repl_options.replay_window = config.replay_window;
   repl_options.replay_window_bytes = config.replay_window_bytes;
   repl_options.events_in_arena = config.sendfile;
   repl_options.wake_interval = config.wake_interval;
   repl_options.wake_interval_auto = config.wake_interval_auto;
-  if (std::string e = LoadMapping(config, &repl_options.mapping); !e.empty()) {
-    return Fatal(e);
-  }
 
   ResourceCatalog catalog;
   if (!config.kinds_path.empty()) {
@@ -180,7 +186,8 @@ int Main(int argc, char** argv) {
             {{"kinds", config.kinds_path},
              {"resources", static_cast<uint64_t>(declared.size())}});
   }
-  ReplicationStream replication(repl_options, &catalog);
+  Postgres postgres(pg_options, &catalog);
+  ReplicationStream replication(repl_options, postgres.source(), &catalog);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
   std::string prepared = replication.Prepare(&start);
@@ -190,27 +197,10 @@ int Main(int argc, char** argv) {
   }
   if (!prepared.empty()) return Fatal(prepared);
   EventLog log(config.max_log_bytes, start.floor_rv);
-  log.SetClassifiableFromXid(start.next_xid);
-
-  StateServiceOptions state_options;
-  state_options.conninfo = config.conninfo;
-  state_options.mapping = repl_options.mapping;
-  state_options.connect_timeout_seconds = repl_options.connect_timeout_seconds;
-  state_options.workers = config.state_workers;
-  state_options.catch_up_timeout = config.too_large_rv_wait;
-  StateService state(state_options, &log,
-                     [&replication] { replication.RequestKeepalive(); });
-
-  SlotMonitorOptions monitor_options;
-  monitor_options.conninfo = config.conninfo;
-  monitor_options.slot = config.slot;
-  monitor_options.connect_timeout_seconds =
-      repl_options.connect_timeout_seconds;
-  monitor_options.retained_warn_bytes = config.retained_wal_warn_bytes;
-  SlotMonitor monitor(monitor_options);
-  monitor.Start();
-  replication.SetHighestServerWal(
-      [&monitor] { return monitor.highest_server_wal_lsn(); });
+  std::unique_ptr<StateService> state_service = postgres.Start(
+      &log, [&replication] { replication.RequestPosition(); });
+  StateService& state = *state_service;
+  const SlotMonitor& monitor = postgres.monitor();
 
   Metrics metrics;
   RegisterReplicationMetrics(&metrics, replication, log, monitor);
@@ -247,12 +237,12 @@ int Main(int argc, char** argv) {
   // A watcher must be able to take the largest transaction the log keeps
   // in one go without being called slow.
   http_options.max_backlog_bytes = config.max_watcher_backlog_bytes;
-  if (http_options.max_backlog_bytes < repl_options.max_transaction_bytes) {
+  if (http_options.max_backlog_bytes < max_transaction_bytes) {
     LogWarn("--max-watcher-backlog raised to half of --max-log-bytes, the "
             "largest transaction the log keeps",
             {{"max_watcher_backlog",
-              static_cast<uint64_t>(repl_options.max_transaction_bytes)}});
-    http_options.max_backlog_bytes = repl_options.max_transaction_bytes;
+              static_cast<uint64_t>(max_transaction_bytes)}});
+    http_options.max_backlog_bytes = max_transaction_bytes;
   }
   http_options.state = &state;
   http_options.metrics = &metrics;
@@ -296,7 +286,7 @@ int Main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   replication.Stop();
   replication_thread.join();
-  monitor.Stop();
+  postgres.Stop();
   LogInfo("stopped");
   return 0;
 }

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "cdc/base/clock.h"
+#include "cdc/postgres/slot_monitor.h"
+#include "cdc/postgres/state_service.h"
 #include "cdc/replication_stream.h"
-#include "cdc/slot_monitor.h"
-#include "cdc/state_service.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/metrics.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cdc/base/text.h"
-#include "watchserver/event_log.h"
+#include "cdc/model/state_source.h"
 
 namespace walwatch {
 
@@ -255,8 +255,8 @@ std::optional<RequestError> ApplyHandoffQuery(
         "snapshot is required: pg_current_snapshot() read in the list's "
         "REPEATABLE READ transaction");
   }
-  EventLog::Snapshot parsed;
-  if (!EventLog::ParseSnapshot(*snapshot, &parsed)) {
+  HandoffSnapshot parsed;
+  if (!ParseHandoffSnapshot(*snapshot, &parsed)) {
     return BadRequest("invalid value " + Quoted(snapshot->substr(0, 128)) +
                       " for snapshot: want pg_current_snapshot()'s text, "
                       "xmin:xmax:xip,...");

@@ -131,4 +131,26 @@ bool ParseDuration(std::string_view text, std::chrono::milliseconds* value) {
   return true;
 }
 
+std::string OneLine(std::string text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20 &&
+         text[i] != 0x7f) {
+    ++i;
+  }
+  if (i == text.size()) return text;
+  std::string out = text.substr(0, i);
+  for (; i < text.size(); ++i) {
+    unsigned char c = text[i];
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace walwatch

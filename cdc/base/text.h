@@ -1,7 +1,7 @@
 // Small text syntaxes that more than one folder reads: hexadecimal digits,
-// percent-encoding, UTF-8 sequences, unsigned decimals and the flags'
-// durations. One definition each, so that a request's query, a conninfo URI
-// and a log line decode alike.
+// percent-encoding, UTF-8 sequences, unsigned decimals, control bytes in
+// messages and the flags' durations. One definition each, so that a
+// request's query, a conninfo URI and a log line decode alike.
 //
 // Thread safety: pure functions of their arguments; any thread.
 #ifndef WALWATCH_CDC_BASE_TEXT_H_
@@ -39,6 +39,10 @@ size_t Utf8SequenceLength(std::string_view s, size_t i, size_t* consumed);
 bool ConsumeUnsigned(std::string_view* text, uint64_t* value);
 // `text` is all decimal digits and fits in uint64_t.
 bool ParseUnsigned(std::string_view text, uint64_t* value);
+
+// `text` with control characters written as \xNN, so that an error message
+// that quotes its input stays one line.
+std::string OneLine(std::string text);
 
 // Parses a duration as the flags take it: "500ms", "30s", "10m", "1h",
 // "1h30m" (units h, m, s, ms, each at most once, largest first), or a bare

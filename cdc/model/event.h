@@ -83,10 +83,11 @@ class Event {
   // Commit LSN of the transaction this event belongs to. Resuming from an RV r
   // delivers every transaction whose commit_lsn is greater than r, whole.
   uint64_t commit_lsn = 0;
-  // The transaction's id, widened to 64 bits (PostgreSQL's FullTransactionId,
-  // as pg_current_snapshot() prints it); 0 for initial-state events.
+  // The source's id of the transaction (Transaction::full_xid: on
+  // PostgreSQL the xid widened to 64 bits, as pg_current_snapshot() prints
+  // it); 0 for initial-state events.
   uint64_t xid = 0;
-  // Commit time, microseconds since the Unix epoch (from wal2json).
+  // Commit time, microseconds since the Unix epoch (from the source).
   int64_t commit_time_us = 0;
   // last_in_txn and type are declared at the end, beside the count.
 

@@ -1,8 +1,11 @@
 // EventSink is what cdc/ writes into: whole transactions of events, and the
-// positions, barriers and losses between them; and what the handoff asks of
-// the events written (DESIGN.md, "exact or retry"). It is the event log
-// (watchserver/event_log.h) as cdc/ sees it: cdc/ knows this interface, never
-// the log, its readers or its watchers.
+// positions, barriers and losses between them; and what a source's handoff
+// asks of the commits it holds (DESIGN.md, "exact or retry"). It is the
+// event log (watchserver/event_log.h) as cdc/ sees it: cdc/ knows this
+// interface, never the log, its readers or its watchers. Nothing here knows
+// which database is underneath: a transaction's xid is the source's id,
+// kept and compared, never interpreted (the PostgreSQL source classifies
+// the commits by a snapshot's visibility: cdc/postgres/pg_handoff.h).
 //
 // Ownership: main owns the sink (an EventLog) and keeps it alive as long as
 // the ReplicationStream and the StateService that use it.
@@ -10,7 +13,7 @@
 // Threads:
 //  * One writer, the replication thread, calls AppendTransaction,
 //    AppendBarrier, AppendLoss, ResetHistory, AdvanceCurrentRv and
-//    BeginBatch/EndBatch; SetClassifiableFromXid once before it streams.
+//    BeginBatch/EndBatch.
 //  * Any thread (the replication thread, the state workers) may call the
 //    const methods, WaitForRv and CancelWaitForRv.
 //
@@ -97,28 +100,22 @@ class EventSink {
                           int64_t commit_time_us,
                           const std::vector<Selection>& touched) = 0;
 
-  // Replication thread only. PostgreSQL's history went back: the slot was
-  // recreated at `new_floor`, below current_rv (a failover to a server that
-  // was behind, or another server at the same address). Drops everything as
-  // a barrier does, moves floor_rv and current_rv back to new_floor, and
-  // fences (new_floor, fence_hi]: an RV there may name a position of either
-  // history, so from now on a watch from it is Expired and Handoff refuses
-  // an insert LSN there. fence_hi must be at least the old current_rv.
-  // The old history's xids say nothing of the new one's: what was evicted
-  // is forgotten, and next_xid (read after the new slot was made, as at
-  // startup) becomes SetClassifiableFromXid's.
-  virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
-                            uint64_t next_xid) = 0;
+  // Replication thread only. The database's history went back: the stream
+  // starts again at `new_floor`, below current_rv (on PostgreSQL a slot
+  // recreated after a failover to a server that was behind, or another
+  // server at the same address). Drops everything as a barrier does, moves
+  // floor_rv and current_rv back to new_floor, and fences (new_floor,
+  // fence_hi]: an RV there may name a position of either history, so from
+  // now on a watch from it is Expired (and a handoff refuses a list
+  // position there: HeldCommits::Fenced). fence_hi must be at least the old
+  // current_rv. The old history's xids say nothing of the new one's: what
+  // was evicted is forgotten (max_evicted_xid starts again from 0).
+  virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi) = 0;
 
   // Replication thread only. The stream has passed `rv`: a transaction with
   // no events for the sink (for example one on another table) committed at
   // it, or the server reported that it has decoded everything before rv+1.
   virtual void AdvanceCurrentRv(uint64_t rv) = 0;
-
-  // Before streaming: transactions whose full xid is below `xid` may have
-  // committed before the sink starts, so a snapshot whose xmin is below it
-  // cannot be classified (Handoff -> kExpired).
-  virtual void SetClassifiableFromXid(uint64_t xid) = 0;
 
   // The commit LSN of the last transaction seen, or a later position the
   // stream has passed (AdvanceCurrentRv).
@@ -142,32 +139,35 @@ class EventSink {
   // sink's floor is Expired).
   virtual SeekResult Seek(uint64_t rv) const = 0;
 
-  // A PostgreSQL snapshot (pg_current_snapshot()), with 64-bit xids.
-  struct Snapshot {
-    uint64_t xmin = 0;
-    uint64_t xmax = 0;
-    std::vector<uint64_t> xip;  // sorted
-    bool Visible(uint64_t xid) const;
+  // What the sink holds of commit order, for a source that places a list's
+  // position among the commits (a handoff; see the header comment).
+  struct Commit {
+    uint64_t commit_lsn;
+    uint64_t xid;  // the source's id of the transaction (Event::xid)
   };
-  // Parses pg_current_snapshot()'s text form "xmin:xmax:xip,...".
-  static bool ParseSnapshot(std::string_view text, Snapshot* out);
-  enum class HandoffStatus {
-    kExact,    // rv: the list is exactly the transactions up to rv
-    kRetry,    // commit order and visibility disagree near the snapshot
-    kExpired,  // the sink no longer reaches back to the snapshot
+  struct HeldCommits {
+    // Every transaction that committed after floor_rv is held, or was
+    // evicted (then its xid is at most max_evicted_xid).
+    uint64_t floor_rv;
+    uint64_t current_rv;
+    // The highest xid of the transactions no longer held: evicted, or
+    // dropped by a barrier (the barrier's own xid included); 0 if none since
+    // the sink began or its history was last reset.
+    uint64_t max_evicted_xid;
+    // RVs in (fence_lo, fence_hi] are ambiguous (ResetHistory); none if
+    // fence_hi is 0.
+    uint64_t fence_lo;
+    uint64_t fence_hi;
+    // The held transactions (a loss's place in commit order too) that
+    // commit before `before`, in commit order, from the first whose xid is
+    // at least `from_xid`: those before it are left out, and all have lower
+    // xids.
+    std::vector<Commit> commits;
+
+    bool Fenced(uint64_t rv) const { return rv > fence_lo && rv <= fence_hi; }
   };
-  struct HandoffResult {
-    HandoffStatus status;
-    uint64_t rv;
-  };
-  // The position from which a watch continues a list read in `snapshot`,
-  // taken before `insert_lsn` (pg_current_wal_insert_lsn() after the
-  // snapshot). Precondition: no commit record starts between current_rv()
-  // and insert_lsn, i.e. the stream has passed the last record boundary
-  // before insert_lsn (StateService waits for that). The result is never
-  // above current_rv(). See DESIGN.md "exact or retry".
-  virtual HandoffResult Handoff(const Snapshot& snapshot,
-                                uint64_t insert_lsn) const = 0;
+  // Any thread. One consistent view, taken under the sink's lock.
+  virtual HeldCommits CommitsFrom(uint64_t from_xid, uint64_t before) const = 0;
 
   // Calls `wake` once, outside the sink's lock, as soon as current_rv() >=
   // rv (immediately if it already is). `wake` must be cheap and must not

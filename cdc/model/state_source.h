@@ -1,7 +1,7 @@
 // StateSource is what the HTTP layer asks of PostgreSQL: the current state of
 // a resource (for a watch without resourceVersion, or WatchList), and the RV
-// that continues an APIServer's own SQL list. cdc/state_service.h implements
-// it; tests may substitute their own.
+// that continues an APIServer's own SQL list. cdc/postgres/state_service.h
+// implements it; tests may substitute their own.
 //
 // Every answer rests on one rule, "exact or retry" (DESIGN.md): the RV given
 // with a state is the exact position from which the watch stream continues
@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cdc/model/event.h"
@@ -133,6 +134,18 @@ class InitialStateStream {
   StateError error_;             // GUARDED_BY(mu_)
   std::function<void()> wake_;   // GUARDED_BY(mu_)
 };
+
+// The handoff's snapshot as the endpoint takes it (PROTOCOL.md, "Handoff"):
+// PostgreSQL's pg_current_snapshot() text, "xmin:xmax:xip,...", 64-bit xids.
+// The HTTP layer checks its form before it asks HandoffRv; what the snapshot
+// sees is the PostgreSQL source's to say (cdc/postgres/pg_handoff.h).
+struct HandoffSnapshot {
+  uint64_t xmin = 0;
+  uint64_t xmax = 0;
+  std::vector<uint64_t> xip;  // sorted
+};
+// Parses that text form (xip may be empty). False for anything else.
+bool ParseHandoffSnapshot(std::string_view text, HandoffSnapshot* out);
 
 class StateSource {
  public:

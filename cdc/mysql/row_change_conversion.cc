@@ -61,13 +61,13 @@ std::string ToTransaction(const BinlogTransaction& in, Transaction* out) {
     RowChange r;
     switch (c.kind) {
       case BinlogRowChange::Kind::kInsert:
-        r.action = Wal2JsonAction::kInsert;
+        r.action = RowAction::kInsert;
         break;
       case BinlogRowChange::Kind::kUpdate:
-        r.action = Wal2JsonAction::kUpdate;
+        r.action = RowAction::kUpdate;
         break;
       case BinlogRowChange::Kind::kDelete:
-        r.action = Wal2JsonAction::kDelete;
+        r.action = RowAction::kDelete;
         break;
     }
     r.lsn = BinlogVersion(c.position).value_or(0);

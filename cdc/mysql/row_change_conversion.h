@@ -1,8 +1,8 @@
-// The bridge from the binlog reader to the PostgreSQL path's row changes:
+// The bridge from the binlog reader to the database-neutral row changes:
 // a BinlogTransaction of the mapped table becomes the Transaction that
-// cdc/transaction_assembler.h defines (RowChange, RowImage keyed by
-// MappedField), so that the event path downstream (folding, row-to-event
-// rules, the event log) takes both sources alike.
+// cdc/transaction.h defines (RowChange, RowImage keyed by MappedField), so
+// that the event path downstream (folding, row-to-event rules, the event
+// log) takes both sources alike.
 //
 // Positions become the uint64 "LSNs" of that form through BinlogVersion
 // (binlog_position.h): commit_lsn and end_lsn are the commit position's
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cdc/mysql/binlog_reader.h"
-#include "cdc/transaction_assembler.h"
+#include "cdc/transaction.h"
 #include "schema/table_mapping.h"
 
 namespace walwatch::mysql {

@@ -50,9 +50,9 @@
 #include <simdjson.h>
 
 #include "cdc/event_builder.h"
-#include "cdc/lsn.h"
-#include "cdc/transaction_assembler.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
 
 namespace walwatch {

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cdc/model/event.h"
+#include "cdc/model/state_source.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
@@ -220,9 +221,9 @@ void HandleRequest(const ReadOutcome& r) {
     case walwatch::RouteKind::kFreshRv:
       return;
     case walwatch::RouteKind::kHandoff: {
-      walwatch::EventLog::Snapshot snapshot;
+      walwatch::HandoffSnapshot snapshot;
       FUZZ_CHECK(
-          walwatch::EventLog::ParseSnapshot(parsed.handoff.snapshot, &snapshot),
+          walwatch::ParseHandoffSnapshot(parsed.handoff.snapshot, &snapshot),
           Escaped(parsed.handoff.snapshot));
       return;
     }

@@ -6,7 +6,7 @@
 #   http      raw bytes of a connection -> Beast request_parser -> ParseRequest
 #             -> WatchFilter::Create -> StatusJson
 #   selector  LabelSelector / FieldSelector parse, match, ToString round trip
-#   rv        ParseResourceVersion, ParseLsn / ParsePgLsn, EventLog::ParseSnapshot
+#   rv        ParseResourceVersion, ParseLsn / ParsePgLsn, ParseHandoffSnapshot
 #   wal2json  ParseTableMapping, Wal2JsonDecoder -> TransactionAssembler ->
 #             EventBuilder -> EventLog
 #   mysql_json  DecodeMysqlJson: MySQL 8's binary JSON to the text a SELECT

@@ -1,6 +1,6 @@
 // Fuzz target: the position parsers — resourceVersions, LSNs and
-// PostgreSQL snapshots (cdc/lsn.h, watchserver/event_log.h,
-// watchserver/watch_request.h).
+// PostgreSQL snapshots (cdc/postgres/lsn.h, cdc/model/state_source.h,
+// cdc/postgres/pg_handoff.h, watchserver/watch_request.h).
 //
 // The input is one text, given to every parser. Each parser is checked
 // against an independent statement of its grammar, and, where it accepts,
@@ -10,9 +10,9 @@
 //    parameter accepts and rejects the same texts.
 //  * ParseLsn and ParsePgLsn: accept exactly [0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}
 //    and agree; ParseLsn(FormatLsn(x)) == x.
-//  * EventLog::ParseSnapshot: the result is well-formed (xmin <= xmax, xip
+//  * ParseHandoffSnapshot: the result is well-formed (xmin <= xmax, xip
 //    sorted and inside [xmin, xmax)), prints to a text that parses to the
-//    same snapshot, and Visible() agrees with the definition; a handoff
+//    same snapshot, and SnapshotSees() agrees with the definition; a handoff
 //    request accepts and rejects the same snapshots.
 // The input's first 8 bytes, read as a number, also go round both
 // formatters.
@@ -23,14 +23,17 @@
 #include <string>
 #include <string_view>
 
-#include "cdc/lsn.h"
+#include "cdc/model/state_source.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_handoff.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "watchserver/event_log.h"
 #include "watchserver/watch_request.h"
 
 namespace {
 
-using walwatch::EventLog;
+using walwatch::HandoffSnapshot;
+using walwatch::ParseHandoffSnapshot;
+using walwatch::SnapshotSees;
 using walwatch::fuzz::Escaped;
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -73,7 +76,7 @@ bool IsLsnText(std::string_view s) {
   return half(hi) && half(lo);
 }
 
-std::string FormatSnapshot(const EventLog::Snapshot& s) {
+std::string FormatSnapshot(const HandoffSnapshot& s) {
   std::string out = std::to_string(s.xmin) + ":" + std::to_string(s.xmax) + ":";
   for (size_t i = 0; i < s.xip.size(); ++i) {
     if (i > 0) out += ',';
@@ -130,9 +133,9 @@ void FuzzLsn(std::string_view text) {
 }
 
 void FuzzSnapshot(std::string_view text) {
-  EventLog::Snapshot snapshot;
+  HandoffSnapshot snapshot;
   snapshot.xmin = 7;  // to see that a failed parse leaves *out alone
-  bool ok = EventLog::ParseSnapshot(text, &snapshot);
+  bool ok = ParseHandoffSnapshot(text, &snapshot);
 
   // The handoff request checks its snapshot with the same parser.
   if (!text.empty() && text.find_first_of("&%#+") == std::string_view::npos) {
@@ -159,17 +162,17 @@ void FuzzSnapshot(std::string_view text) {
     uint64_t x = snapshot.xip[i];
     FUZZ_CHECK(x >= snapshot.xmin && x < snapshot.xmax, Escaped(text));
     FUZZ_CHECK(i == 0 || snapshot.xip[i - 1] <= x, Escaped(text));
-    FUZZ_CHECK(!snapshot.Visible(x), Escaped(text));
+    FUZZ_CHECK(!SnapshotSees(snapshot, x), Escaped(text));
   }
-  if (snapshot.xmin > 0) FUZZ_CHECK(snapshot.Visible(snapshot.xmin - 1));
-  FUZZ_CHECK(!snapshot.Visible(snapshot.xmax), Escaped(text));
+  if (snapshot.xmin > 0) FUZZ_CHECK(SnapshotSees(snapshot, snapshot.xmin - 1));
+  FUZZ_CHECK(!SnapshotSees(snapshot, snapshot.xmax), Escaped(text));
   if (snapshot.xip.empty() && snapshot.xmin < snapshot.xmax) {
-    FUZZ_CHECK(snapshot.Visible(snapshot.xmin), Escaped(text));
+    FUZZ_CHECK(SnapshotSees(snapshot, snapshot.xmin), Escaped(text));
   }
 
   std::string formatted = FormatSnapshot(snapshot);
-  EventLog::Snapshot again;
-  FUZZ_CHECK(EventLog::ParseSnapshot(formatted, &again),
+  HandoffSnapshot again;
+  FUZZ_CHECK(ParseHandoffSnapshot(formatted, &again),
              Escaped(text) + " -> " + formatted);
   FUZZ_CHECK(again.xmin == snapshot.xmin && again.xmax == snapshot.xmax &&
                  again.xip == snapshot.xip,

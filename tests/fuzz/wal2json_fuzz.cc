@@ -35,8 +35,8 @@
 
 #include "cdc/event_builder.h"
 #include "cdc/model/event.h"
-#include "cdc/transaction_assembler.h"
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "watchserver/event_log.h"
@@ -121,7 +121,7 @@ class Pipeline {
   }
 
  private:
-  // ReplicationStream::Impl::OnCommit.
+  // CommitPolicy::Apply (cdc/commit_policy.cc).
   void Commit(Transaction& txn) {
     FUZZ_CHECK(txn.commit_lsn > log_.current_rv(),
                "commit " + std::to_string(txn.commit_lsn) + " after " +

@@ -1,7 +1,7 @@
-// cdc/pg_conn's waits against a real PostgreSQL: a query that takes too long
-// fails at its timeout, a stop ends the wait at once, and an answer in time
-// is not disturbed by either.
-#include "cdc/pg_conn.h"
+// cdc/postgres/pg_conn's waits against a real PostgreSQL: a query that takes
+// too long fails at its timeout, a stop ends the wait at once, and an answer
+// in time is not disturbed by either.
+#include "cdc/postgres/pg_conn.h"
 
 #include <gtest/gtest.h>
 
@@ -50,7 +50,7 @@ TEST_F(PgConnTest, AnAnswerInTimeAndAStopWork) {
   ASSERT_NE(r, nullptr) << err;
   EXPECT_EQ(std::string(PQgetvalue(r.get(), 0, 1)), "42");
 
-  PgStop stop;
+  StopSignal stop;
   std::thread raiser([&stop] {
     std::this_thread::sleep_for(milliseconds(200));
     stop.Raise();

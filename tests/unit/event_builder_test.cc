@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/transaction_assembler.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {
@@ -339,7 +341,7 @@ TEST_F(EventBuilderTest, WholeCaptureInOrder) {
 }
 
 // Hand-built rows for object layouts the capture does not cover.
-RowChange MakeRow(Wal2JsonAction action, const std::string& object,
+RowChange MakeRow(RowAction action, const std::string& object,
                   State object_state = State::kValue,
                   const std::string& name = "n") {
   RowChange c{action, 0x42, {}, {}};
@@ -354,7 +356,7 @@ RowChange MakeRow(Wal2JsonAction action, const std::string& object,
   img[MappedField::kName] = {State::kValue, name};
   img[MappedField::kUid] = {State::kValue, "u"};
   img[MappedField::kObject] = {object_state, object};
-  if (action == Wal2JsonAction::kDelete) {
+  if (action == RowAction::kDelete) {
     c.identity = img;
   } else {
     c.columns = img;
@@ -426,7 +428,7 @@ TEST_F(EventBuilderTest, ObjectLayoutsProduceValidJson) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.object);
-    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, c.object)}));
+    auto r = Build(TxnOf({MakeRow(RowAction::kInsert, c.object)}));
     EXPECT_TRUE(r.errors.empty()) << r.errors.front();
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0]->rv, 0x9000u);
@@ -443,7 +445,7 @@ TEST_F(EventBuilderTest, AnExistingMemberRvAnnotationIsReplaced) {
            R"({"metadata": {"annotations": {"walwatch.clusterpedia.io/member-resource-version" : "3" , "z": "y"}, "resourceVersion": "7"}})",
        }) {
     SCOPED_TRACE(object);
-    auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, object)}));
+    auto r = Build(TxnOf({MakeRow(RowAction::kInsert, object)}));
     ASSERT_TRUE(r.errors.empty()) << r.errors.front();
     ASSERT_EQ(r.events.size(), 1u);
     ExpectWire(*r.events[0], object, "ADDED", "7");
@@ -456,8 +458,8 @@ TEST_F(EventBuilderTest, AnExistingMemberRvAnnotationIsReplaced) {
 }
 
 TEST_F(EventBuilderTest, LargestRvIsWrittenInFull) {
-  auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}"),
-                        MakeRow(Wal2JsonAction::kInsert,
+  auto r = Build(TxnOf({MakeRow(RowAction::kInsert, "{}"),
+                        MakeRow(RowAction::kInsert,
                                 R"({"metadata": {"resourceVersion": "1"}})")},
                        UINT64_MAX));
   ASSERT_EQ(r.events.size(), 2u);
@@ -472,7 +474,7 @@ TEST_F(EventBuilderTest, LargestRvIsWrittenInFull) {
 TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
   auto r = Build(
       TxnOf({MakeRow(
-          Wal2JsonAction::kInsert,
+          RowAction::kInsert,
           R"({"metadata": {"labels": {"a\"b": "c\\d", "e": "\u00e9", "f": "", "app.kubernetes.io/name": "x"}}})")}));
   ASSERT_EQ(r.events.size(), 1u);
   const auto& labels = r.events[0]->labels().ToList();
@@ -484,7 +486,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
             (std::pair<std::string, std::string>{"app.kubernetes.io/name", "x"}));
   // No labels, or an empty map: none.
   for (const char* obj : {R"({"metadata": {"labels": {}}})", "{}"}) {
-    auto e = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}));
+    auto e = Build(TxnOf({MakeRow(RowAction::kInsert, obj)}));
     ASSERT_EQ(e.events.size(), 1u) << obj;
     EXPECT_TRUE(e.events[0]->labels().ToList().empty()) << obj;
   }
@@ -495,7 +497,7 @@ TEST_F(EventBuilderTest, LabelsAreExtractedUnescaped) {
 void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
   SCOPED_TRACE("object: " + obj);
   EventBuilder::Result r;
-  builder->Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, obj)}), &r);
+  builder->Build(TxnOf({MakeRow(RowAction::kInsert, obj)}), &r);
   EXPECT_TRUE(r.events.empty())
       << "event built: " << (r.events.empty() ? "" : r.events[0]->wire());
   EXPECT_EQ(r.errors.size(), 1u);
@@ -507,9 +509,9 @@ void ExpectObjectError(EventBuilder* builder, const std::string& obj) {
 
   EventBuilder::Result three;
   builder->Build(
-      TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
-             MakeRow(Wal2JsonAction::kUpdate, obj, State::kValue, "b"),
-             MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "c")}),
+      TxnOf({MakeRow(RowAction::kInsert, "{}", State::kValue, "a"),
+             MakeRow(RowAction::kUpdate, obj, State::kValue, "b"),
+             MakeRow(RowAction::kInsert, "{}", State::kValue, "c")}),
       &three);
   EXPECT_EQ(three.errors.size(), 1u);
   EXPECT_EQ(three.events.size(), 2u);
@@ -565,8 +567,8 @@ TEST_F(EventBuilderTest, BytesAfterTheObjectAreErrors) {
 }
 
 TEST_F(EventBuilderTest, BadLastRowLeavesTheGoodOneLast) {
-  auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
-                        MakeRow(Wal2JsonAction::kInsert, "[]", State::kValue, "b")}));
+  auto r = Build(TxnOf({MakeRow(RowAction::kInsert, "{}", State::kValue, "a"),
+                        MakeRow(RowAction::kInsert, "[]", State::kValue, "b")}));
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0]->name(), "a");
   EXPECT_TRUE(r.events[0]->last_in_txn);
@@ -576,21 +578,21 @@ TEST_F(EventBuilderTest, BadLastRowLeavesTheGoodOneLast) {
 
 TEST_F(EventBuilderTest, NullOrMissingObjectIsAnError) {
   auto null_obj =
-      Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kNull)}));
+      Build(TxnOf({MakeRow(RowAction::kInsert, "", State::kNull)}));
   EXPECT_TRUE(null_obj.events.empty());
   ASSERT_EQ(null_obj.errors.size(), 1u);
   EXPECT_NE(null_obj.errors[0].find("NULL"), std::string::npos);
 
   // A DELETE under REPLICA IDENTITY DEFAULT has only the key.
   auto missing = Build(
-      TxnOf({MakeRow(Wal2JsonAction::kDelete, "", State::kAbsent)}));
+      TxnOf({MakeRow(RowAction::kDelete, "", State::kAbsent)}));
   EXPECT_TRUE(missing.events.empty());
   ASSERT_EQ(missing.errors.size(), 1u);
   EXPECT_NE(missing.errors[0].find("REPLICA IDENTITY FULL"), std::string::npos);
 
   // An INSERT always carries every column: the hint would mislead.
   auto inserted = Build(
-      TxnOf({MakeRow(Wal2JsonAction::kInsert, "", State::kAbsent)}));
+      TxnOf({MakeRow(RowAction::kInsert, "", State::kAbsent)}));
   ASSERT_EQ(inserted.errors.size(), 1u);
   EXPECT_EQ(inserted.errors[0].find("REPLICA IDENTITY"), std::string::npos)
       << inserted.errors[0];
@@ -600,7 +602,7 @@ TEST_F(EventBuilderTest, NullOrMissingObjectIsAnError) {
 // carries no old object: a new uid or a label change cannot be told apart
 // from a plain MODIFIED, so it is an error (and the transaction a barrier).
 TEST_F(EventBuilderTest, UpdateWithoutOldRowIsAnError) {
-  auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kUpdate,
+  auto r = Build(TxnOf({MakeRow(RowAction::kUpdate,
                                 R"({"metadata": {"resourceVersion": "5"}})")}));
   EXPECT_TRUE(r.events.empty());
   ASSERT_EQ(r.errors.size(), 1u);
@@ -615,7 +617,7 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
                               MappedField::kUid};
   for (MappedField f : keys) {
     SCOPED_TRACE(kMappedFieldNames[static_cast<size_t>(f)]);
-    RowChange c = MakeRow(Wal2JsonAction::kUpdate, R"({"metadata": {}})");
+    RowChange c = MakeRow(RowAction::kUpdate, R"({"metadata": {}})");
     c.identity = c.columns;
     c.columns[f].text += "-new";
     auto r = Build(TxnOf({std::move(c)}));
@@ -625,7 +627,7 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
   }
   // Kind alone, or the object alone: MODIFIED.
   for (MappedField f : {MappedField::kKind, MappedField::kObject}) {
-    RowChange c = MakeRow(Wal2JsonAction::kUpdate, R"({"metadata": {}})");
+    RowChange c = MakeRow(RowAction::kUpdate, R"({"metadata": {}})");
     c.identity = c.columns;
     if (f == MappedField::kObject) {
       c.columns[f].text = R"({"metadata": {"name": "x"}})";
@@ -643,10 +645,10 @@ TEST_F(EventBuilderTest, UpdateOfEachKeyIsDeletedThenAdded) {
 // as a DELETED line at the same RV, for the watches the object leaves.
 TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
   RowChange c = MakeRow(
-      Wal2JsonAction::kUpdate,
+      RowAction::kUpdate,
       R"({"metadata": {"labels": {"app": "new"}, "resourceVersion": "6"}})");
   RowChange old = MakeRow(
-      Wal2JsonAction::kDelete,
+      RowAction::kDelete,
       R"({"metadata": {"labels": {"app": "old"}, "resourceVersion": "5"}})");
   c.identity = old.identity;
   auto r = Build(TxnOf({c}));
@@ -666,10 +668,10 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
 
   // Same labels in another order: nothing extra.
   RowChange same = MakeRow(
-      Wal2JsonAction::kUpdate,
+      RowAction::kUpdate,
       R"({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": 2})");
   RowChange same_old = MakeRow(
-      Wal2JsonAction::kDelete,
+      RowAction::kDelete,
       R"({"metadata": {"labels": {"b": "2", "a": "1"}}, "spec": 1})");
   same.identity = same_old.identity;
   auto r2 = Build(TxnOf({same}));
@@ -682,7 +684,7 @@ TEST_F(EventBuilderTest, LabelChangeKeepsThePreviousState) {
 // one FilterFields: the event log holds them once (BENCHMARKS.md).
 TEST_F(EventBuilderTest, EventsShareFilterFieldsWhenAllButTheNameAgree) {
   auto row = [](const char* name, const char* labels) {
-    RowChange c = MakeRow(Wal2JsonAction::kInsert,
+    RowChange c = MakeRow(RowAction::kInsert,
                           std::string(R"({"metadata": {"labels": )") + labels +
                               "}}");
     c.columns[MappedField::kName].text = name;
@@ -706,7 +708,7 @@ TEST_F(EventBuilderTest, EventsShareFilterFieldsWhenAllButTheNameAgree) {
 RowChange Update(const std::string& name, const std::string& old_object,
                  const std::string& new_object,
                  const std::string& uid = "u") {
-  RowChange c = MakeRow(Wal2JsonAction::kUpdate, new_object, State::kValue,
+  RowChange c = MakeRow(RowAction::kUpdate, new_object, State::kValue,
                         name);
   c.identity = c.columns;
   c.identity[MappedField::kObject].text = old_object;
@@ -719,9 +721,9 @@ std::string SpecOf(const Event& e) {
 }
 
 TEST_F(EventBuilderTest, RowsOfOneTransactionGetCommitMinusOneAndCommit) {
-  auto r = Build(TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
-                        MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
-                        MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "c")}));
+  auto r = Build(TxnOf({MakeRow(RowAction::kInsert, "{}", State::kValue, "a"),
+                        MakeRow(RowAction::kInsert, "{}", State::kValue, "b"),
+                        MakeRow(RowAction::kInsert, "{}", State::kValue, "c")}));
   ASSERT_EQ(r.events.size(), 3u);
   EXPECT_EQ(r.events[0]->rv, 0x9000u - 1);
   EXPECT_EQ(r.events[1]->rv, 0x9000u - 1);
@@ -732,8 +734,8 @@ TEST_F(EventBuilderTest, RowsOfOneTransactionGetCommitMinusOneAndCommit) {
 
 TEST_F(EventBuilderTest, AddedThenModifiedIsOneAddedOfTheLastState) {
   auto r = Build(TxnOf(
-      {MakeRow(Wal2JsonAction::kInsert, R"({"spec": 1})", State::kValue, "a"),
-       MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
+      {MakeRow(RowAction::kInsert, R"({"spec": 1})", State::kValue, "a"),
+       MakeRow(RowAction::kInsert, "{}", State::kValue, "b"),
        Update("a", R"({"spec": 1})", R"({"spec": 2})"),
        Update("a", R"({"spec": 2})", R"({"spec": 3})")}));
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
@@ -765,13 +767,13 @@ TEST_F(EventBuilderTest, ModifiedTwiceIsOneModifiedFromTheStateBefore) {
 }
 
 TEST_F(EventBuilderTest, ModifiedThenDeletedIsDeletedOfTheStateBefore) {
-  RowChange del = MakeRow(Wal2JsonAction::kDelete,
+  RowChange del = MakeRow(RowAction::kDelete,
                           R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})",
                           State::kValue, "a");
   auto r = Build(TxnOf(
       {Update("a", R"({"metadata": {"labels": {"app": "x"}}, "spec": 1})",
               R"({"metadata": {"labels": {"app": "y"}}, "spec": 2})"),
-       MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"), del}));
+       MakeRow(RowAction::kInsert, "{}", State::kValue, "b"), del}));
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   ASSERT_EQ(r.events.size(), 2u);
   const Event& e = *r.events[0];
@@ -785,8 +787,8 @@ TEST_F(EventBuilderTest, ModifiedThenDeletedIsDeletedOfTheStateBefore) {
 
 TEST_F(EventBuilderTest, DeletedThenAddedOfOneUidIsModified) {
   auto r = Build(TxnOf(
-      {MakeRow(Wal2JsonAction::kDelete, R"({"spec": 1})", State::kValue, "a"),
-       MakeRow(Wal2JsonAction::kInsert, R"({"spec": 2})", State::kValue,
+      {MakeRow(RowAction::kDelete, R"({"spec": 1})", State::kValue, "a"),
+       MakeRow(RowAction::kInsert, R"({"spec": 2})", State::kValue,
                "a")}));
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   ASSERT_EQ(r.events.size(), 1u);
@@ -815,11 +817,11 @@ TEST_F(EventBuilderTest, UidChangedTwiceIsDeletedOfTheFirstAndAddedOfTheLast) {
 // one RV for two versions. Now each version has its own.
 TEST_F(EventBuilderTest, AnObjectInConsecutiveTransactionsGetsDistinctRvs) {
   auto t1 = Build(TxnOf(
-      {MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b"),
-       MakeRow(Wal2JsonAction::kInsert, R"({"spec": 1})", State::kValue, "a")},
+      {MakeRow(RowAction::kInsert, "{}", State::kValue, "b"),
+       MakeRow(RowAction::kInsert, R"({"spec": 1})", State::kValue, "a")},
       0x9000));
   auto t2 = Build(TxnOf({Update("a", R"({"spec": 1})", R"({"spec": 2})"),
-                         MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue,
+                         MakeRow(RowAction::kInsert, "{}", State::kValue,
                                  "c")},
                         0x9040));
   ASSERT_EQ(t1.events.size(), 2u);
@@ -835,8 +837,8 @@ TEST_F(EventBuilderTest, AnObjectInConsecutiveTransactionsGetsDistinctRvs) {
 TEST_F(EventBuilderTest, SnapshotRowsAllCarryTheSnapshotRv) {
   EventBuilder::Result r;
   builder_.BuildAt(
-      TxnOf({MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "a"),
-             MakeRow(Wal2JsonAction::kInsert, "{}", State::kValue, "b")}),
+      TxnOf({MakeRow(RowAction::kInsert, "{}", State::kValue, "a"),
+             MakeRow(RowAction::kInsert, "{}", State::kValue, "b")}),
       0x1234, &r);
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(r.events[0]->rv, 0x1234u);

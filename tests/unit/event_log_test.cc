@@ -764,78 +764,69 @@ TEST(EventLog, ResumeRvInsideATransactionNeverClaimsItsRest) {
   EXPECT_EQ(split.ResumeRvAt(1), 10u);
 }
 
-// The list-to-watch handoff (DESIGN.md "exact or retry") classifies each
-// retained transaction, a multi-row one once, by its xid and commit LSN.
-TEST(EventLog, HandoffClassifiesRetainedTransactionsBySnapshot) {
+// What a source's handoff reads (EventSink::CommitsFrom): the held
+// commits before a position, each once with its xid, from the first whose
+// xid reaches a bound; and the floor, the position, the highest xid no
+// longer held and the fence, all from one moment.
+TEST(EventLog, CommitsFromListsTheHeldCommitsWithTheirXids) {
   EventLog log(kBig, 10);
-  uint64_t prev = 10;
   auto append = [&](uint64_t commit, uint64_t xid, size_t rows) {
     std::vector<EventPtr> events;
     for (size_t i = 0; i < rows; ++i) {
-      Event::Strings strings;
-      MutableEventPtr e = Event::Make(strings, "{}\n");
+      MutableEventPtr e = Event::Make({}, "{}\n");
       e->last_in_txn = i + 1 == rows;
       e->rv = e->last_in_txn ? commit : commit - 1;
       e->commit_lsn = commit;
       e->xid = xid;
       events.push_back(std::move(e));
     }
-    prev = commit;
     ASSERT_EQ(log.AppendTransaction(commit, std::move(events)),
               EventLog::AppendResult::kAppended);
   };
-  append(20, 100, 1);
-  append(30, 101, 2);
-  append(40, 102, 1);
-  log.AdvanceCurrentRv(49);  // the stream has passed insert_lsn (50)
-  auto handoff = [&](std::string_view text, uint64_t insert_lsn) {
-    EventLog::Snapshot snapshot;
-    EXPECT_TRUE(EventLog::ParseSnapshot(text, &snapshot)) << text;
-    return log.Handoff(snapshot, insert_lsn);
+  append(20, 105, 1);
+  append(30, 101, 3);
+  append(40, 103, 1);
+  append(50, 102, 2);
+  log.AdvanceCurrentRv(55);
+  using Commits = std::vector<std::pair<uint64_t, uint64_t>>;
+  auto commits = [](const EventSink::HeldCommits& held) {
+    Commits out;
+    for (const EventSink::Commit& c : held.commits) {
+      out.emplace_back(c.commit_lsn, c.xid);
+    }
+    return out;
   };
-  // 101 unseen but 102 seen, though it committed later: no RV is exact.
-  EXPECT_EQ(handoff("101:103:101", 50).status,
-            EventLog::HandoffStatus::kRetry);
-  // 100 seen, 101 and 102 not: just before 101's commit, what 101's first
-  // event's RV (29) says.
-  EventLog::HandoffResult r = handoff("101:102:101", 50);
-  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 29u);
-  // Everything seen: up to the position before insert_lsn.
-  r = handoff("103:103:", 50);
-  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 49u);
-  // Transactions committed at or after insert_lsn are unseen whatever the
-  // snapshot says of their xid.
-  r = handoff("101:103:101", 30);
-  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 29u);
-  // A barrier evicts 100..102: a snapshot whose xmin is among them can no
-  // longer be classified.
-  log.AppendBarrier(60, 103);
-  EXPECT_EQ(handoff("101:104:", 70).status,
-            EventLog::HandoffStatus::kExpired);
-  EXPECT_EQ(log.GetStats().evicted_transactions, 3u);
+  EventSink::HeldCommits held = log.CommitsFrom(0, 100);
+  EXPECT_EQ(commits(held),
+            (Commits{{20, 105}, {30, 101}, {40, 103}, {50, 102}}));
+  EXPECT_EQ(held.floor_rv, 10u);
+  EXPECT_EQ(held.current_rv, 55u);
+  EXPECT_EQ(held.max_evicted_xid, 0u);
+  EXPECT_EQ(held.fence_hi, 0u);
+  // Only those before `before`; from the first xid at or above the bound,
+  // then every one, whatever its xid.
+  EXPECT_EQ(commits(log.CommitsFrom(0, 40)), (Commits{{20, 105}, {30, 101}}));
+  EXPECT_EQ(commits(log.CommitsFrom(102, 100)),
+            (Commits{{20, 105}, {30, 101}, {40, 103}, {50, 102}}));
+  EXPECT_EQ(commits(log.CommitsFrom(106, 100)), Commits{});
+  EXPECT_EQ(commits(log.CommitsFrom(0, 0)), Commits{});
+  // A barrier drops them all: their highest xid, and its own, are gone.
+  log.AppendBarrier(60, 107);
+  held = log.CommitsFrom(0, 100);
+  EXPECT_EQ(commits(held), Commits{});
+  EXPECT_EQ(held.max_evicted_xid, 107u);
+  EXPECT_EQ(held.floor_rv, 60u);
+  // A reset history forgets them, and fences what lies between.
+  log.ResetHistory(30, 70);
+  held = log.CommitsFrom(0, 100);
+  EXPECT_EQ(held.max_evicted_xid, 0u);
+  EXPECT_EQ(held.floor_rv, 30u);
+  EXPECT_TRUE(held.Fenced(31));
+  EXPECT_TRUE(held.Fenced(70));
+  EXPECT_FALSE(held.Fenced(30));
+  EXPECT_FALSE(held.Fenced(71));
 }
 
-// A one-row transaction, xid `xid`, committed at `commit`.
-::testing::AssertionResult AppendOneRow(EventLog* log, uint64_t commit,
-                                        uint64_t xid) {
-  Event::Strings strings;
-  MutableEventPtr e = Event::Make(strings, "{}\n");
-  e->last_in_txn = true;
-  e->rv = e->commit_lsn = commit;
-  e->xid = xid;
-  if (log->AppendTransaction(commit, {std::move(e)}) !=
-      EventLog::AppendResult::kAppended) {
-    return ::testing::AssertionFailure() << "not appended at " << commit;
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// A barrier without xids (the slot lost or moved by someone else) skipped
-// transactions whose xids nobody knows: a snapshot taken before it cannot be
-// handed off, whatever its xmin says.
 // A history that went back (a failover to a server that was behind): the
 // log restarts below what it had served, every cursor expires, and an RV
 // between the new floor and the old position is refused for good, since it
@@ -846,8 +837,7 @@ TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
   ASSERT_GT(old_current, 250u);
   int woken = 0;
   log_.WaitForAppend(tail, [&] { ++woken; });
-  log_.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10,
-                    /*next_xid=*/40);
+  log_.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10);
   EXPECT_EQ(woken, 1);
   std::vector<EventPtr> out;
   EXPECT_EQ(log_.Read(tail, 10, &out), EventLog::ReadStatus::kExpired);
@@ -874,66 +864,11 @@ TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
             EventLog::AppendResult::kAppended);
   EXPECT_EQ(ReadAll(log_, log_.Seek(150).seq).size(), 1u);
   EXPECT_EQ(log_.current_rv(), 200u);
-  // While the stream is still inside the fence, a list read past it is
-  // handed the first RV past the fence, which a watch accepts, not the
-  // stream's position, which it would refuse.
-  ASSERT_TRUE(AppendOneRow(&log_, 210, /*xid=*/100));
-  log_.AdvanceCurrentRv(old_current);
-  {
-    EventLog::Snapshot all_visible;
-    ASSERT_TRUE(EventLog::ParseSnapshot("5000:5000:", &all_visible));
-    EventLog::HandoffResult h = log_.Handoff(all_visible, old_current + 20);
-    ASSERT_EQ(h.status, EventLog::HandoffStatus::kExact);
-    EXPECT_EQ(h.rv, old_current + 11);
-    EXPECT_FALSE(log_.Fenced(h.rv));
-    // Not when the list did not see a transaction of the fence.
-    EventLog::Snapshot unseen;  // xid 100, committed at 210, in the fence
-    ASSERT_TRUE(EventLog::ParseSnapshot("100:5000:100", &unseen));
-    EXPECT_EQ(log_.Handoff(unseen, old_current + 20).status,
-              EventLog::HandoffStatus::kExpired);
-  }
+  // (What a handoff makes of the fence: PgHandoff's tests,
+  // tests/unit/pg_handoff_test.cc.)
   // Once past the fence, RVs are unambiguous again.
   log_.AdvanceCurrentRv(old_current + 20);
   EXPECT_EQ(log_.Seek(old_current + 20).status, EventLog::SeekStatus::kOk);
-
-  // A handoff whose list position lies in the fence is refused.
-  EventLog::Snapshot snapshot;
-  ASSERT_TRUE(EventLog::ParseSnapshot("5000:5000:", &snapshot));
-  EXPECT_EQ(log_.Handoff(snapshot, 201).status,
-            EventLog::HandoffStatus::kExpired);
-  EXPECT_EQ(log_.Handoff(snapshot, old_current + 20).status,
-            EventLog::HandoffStatus::kExact);
-}
-
-TEST(EventLog, HandoffRefusesSnapshotsOlderThanABarrierWithoutXids) {
-  EventLog log(kBig, 10);
-  ASSERT_TRUE(AppendOneRow(&log, 20, 100));
-  EventLog::Snapshot before;  // xid 101 was open; it committed in the gap
-  ASSERT_TRUE(EventLog::ParseSnapshot("101:102:101", &before));
-  log.AppendBarrier(60);
-  EXPECT_EQ(log.Handoff(before, 50).status, EventLog::HandoffStatus::kExpired);
-  // A snapshot taken after the barrier is handed off.
-  log.AdvanceCurrentRv(69);
-  EventLog::Snapshot after;
-  ASSERT_TRUE(EventLog::ParseSnapshot("102:102:", &after));
-  EventLog::HandoffResult r = log.Handoff(after, 70);
-  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 69u);
-}
-
-// insert_lsn may lie past the stream's position when no commit record lies
-// between them (the last WAL record ends at a page boundary, and the
-// database is idle): the handoff is the stream's position, which a watch
-// can start from at once.
-TEST(EventLog, HandoffIsNeverAboveTheCurrentRv) {
-  EventLog log(kBig, 10);
-  ASSERT_TRUE(AppendOneRow(&log, 20, 100));
-  EventLog::Snapshot snapshot;
-  ASSERT_TRUE(EventLog::ParseSnapshot("101:101:", &snapshot));
-  EventLog::HandoffResult r = log.Handoff(snapshot, 44);
-  EXPECT_EQ(r.status, EventLog::HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 20u);
-  EXPECT_LE(r.rv, log.current_rv());
 }
 
 TEST(EventLog, WaitersOfEndedWatchesAreDropped) {

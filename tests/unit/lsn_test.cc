@@ -1,4 +1,4 @@
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 
 #include <cstdint>
 #include <string>

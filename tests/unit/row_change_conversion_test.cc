@@ -63,7 +63,7 @@ TEST(RowChangeConversion, RowsBecomeRowImagesAndPositionsVersions) {
   ASSERT_EQ(out.changes.size(), 3u);
 
   const RowChange& i = out.changes[0];
-  EXPECT_EQ(i.action, Wal2JsonAction::kInsert);
+  EXPECT_EQ(i.action, RowAction::kInsert);
   EXPECT_EQ(i.lsn, 30000007095u);
   EXPECT_TRUE(i.columns.present);
   EXPECT_FALSE(i.identity.present);
@@ -75,13 +75,13 @@ TEST(RowChangeConversion, RowsBecomeRowImagesAndPositionsVersions) {
   EXPECT_EQ(i.columns[MappedField::kGroup].state, ColumnValue::State::kValue);
 
   const RowChange& u = out.changes[1];
-  EXPECT_EQ(u.action, Wal2JsonAction::kUpdate);
+  EXPECT_EQ(u.action, RowAction::kUpdate);
   EXPECT_EQ(u.identity[MappedField::kUid].text, "u1");
   EXPECT_EQ(u.columns[MappedField::kUid].text, "u2");
   EXPECT_EQ(u.columns[MappedField::kResource].state, ColumnValue::State::kNull);
 
   const RowChange& d = out.changes[2];
-  EXPECT_EQ(d.action, Wal2JsonAction::kDelete);
+  EXPECT_EQ(d.action, RowAction::kDelete);
   EXPECT_FALSE(d.columns.present);
   EXPECT_TRUE(d.identity.present);
   EXPECT_EQ(d.identity[MappedField::kObject].text, R"({"a": 2})");

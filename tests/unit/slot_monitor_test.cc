@@ -1,4 +1,4 @@
-#include "cdc/slot_monitor.h"
+#include "cdc/postgres/slot_monitor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "cdc/transaction_assembler.h"
+#include "cdc/postgres/transaction_assembler.h"
 
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {
@@ -98,10 +98,10 @@ TEST(TransactionAssembler, GroupsTheCaptureIntoTransactions) {
     uint32_t xid;
     uint64_t commit;
     const char* end;
-    std::vector<Wal2JsonAction> actions;
+    std::vector<RowAction> actions;
     bool truncated;
   };
-  using A = Wal2JsonAction;
+  using A = RowAction;
   const Want want[] = {
       {746, kCommit746, "0/15585A0", {A::kInsert}, false},
       {747, kCommit747, "0/15588E0", {A::kUpdate}, false},

@@ -1,4 +1,4 @@
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/wal2json_decoder.h"
 
 #include <algorithm>
 #include <iterator>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {

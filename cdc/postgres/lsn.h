@@ -2,8 +2,8 @@
 // them. An LSN is a uint64 byte position in the WAL, written by PostgreSQL as
 // two hex halves "XXXXXXXX/YYYYYYYY". walwatch's resourceVersion is that same
 // uint64 in decimal (schema/PROTOCOL.md).
-#ifndef WALWATCH_CDC_LSN_H_
-#define WALWATCH_CDC_LSN_H_
+#ifndef WALWATCH_CDC_POSTGRES_LSN_H_
+#define WALWATCH_CDC_POSTGRES_LSN_H_
 
 #include <cstdint>
 #include <optional>
@@ -24,4 +24,4 @@ std::optional<uint64_t> ParseResourceVersion(std::string_view text);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_LSN_H_
+#endif  // WALWATCH_CDC_POSTGRES_LSN_H_

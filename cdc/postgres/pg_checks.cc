@@ -1,8 +1,8 @@
-#include "cdc/pg_checks.h"
+#include "cdc/postgres/pg_checks.h"
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/model/resource_catalog.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 
@@ -58,17 +58,28 @@ std::string ExplainPgError(const std::string& e) {
   return e;
 }
 
-std::string QuoteIdent(const std::string& name) {
-  std::string q = "\"";
-  for (char c : name) {
-    if (c == '"') q += '"';
+namespace {
+
+// `text` between two `quote`s, each `quote` in it doubled.
+std::string Quote(const std::string& text, char quote) {
+  std::string q(1, quote);
+  for (char c : text) {
+    if (c == quote) q += quote;
     q += c;
   }
-  return q + "\"";
+  return q + quote;
+}
+
+}  // namespace
+
+std::string QuoteIdent(const std::string& name) { return Quote(name, '"'); }
+
+std::string QuoteLiteral(const std::string& text) {
+  return Quote(text, '\'');
 }
 
 std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
-                          const PgStop* stop) {
+                          const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(conn, "SELECT current_setting('wal_level')", {}, &err, stop);
   if (!r) return "cannot read wal_level: " + err;
@@ -133,7 +144,7 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
 }
 
 std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
-                     const PgStop* stop) {
+                     const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn,
@@ -168,7 +179,7 @@ std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
 }
 
 std::string CreateSlot(PGconn* conn, const std::string& slot,
-                       const PgStop* stop) {
+                       const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(
       conn, "SELECT pg_create_logical_replication_slot($1, 'wal2json')",
@@ -178,7 +189,7 @@ std::string CreateSlot(PGconn* conn, const std::string& slot,
 }
 
 std::string DropSlot(PGconn* conn, const std::string& slot,
-                     const PgStop* stop) {
+                     const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(conn, "SELECT pg_drop_replication_slot($1)", {slot},
                        &err, stop);
@@ -187,7 +198,7 @@ std::string DropSlot(PGconn* conn, const std::string& slot,
 }
 
 std::string LoadCatalog(PGconn* conn, const TableMapping& m,
-                        ResourceCatalog* catalog, const PgStop* stop) {
+                        ResourceCatalog* catalog, const StopSignal* stop) {
   std::string sql = "SELECT DISTINCT " + QuoteIdent(m.column(MappedField::kGroup)) +
                     ", " + QuoteIdent(m.column(MappedField::kVersion)) + ", " +
                     QuoteIdent(m.column(MappedField::kResource)) + ", " +

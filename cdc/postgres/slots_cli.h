@@ -16,8 +16,8 @@
 // restart (hours) and look with --dry-run first. Only inactive wal2json slots
 // whose name starts with the prefix are ever dropped, and PostgreSQL refuses
 // to drop a slot that became active meanwhile.
-#ifndef WALWATCH_CDC_SLOTS_CLI_H_
-#define WALWATCH_CDC_SLOTS_CLI_H_
+#ifndef WALWATCH_CDC_POSTGRES_SLOTS_CLI_H_
+#define WALWATCH_CDC_POSTGRES_SLOTS_CLI_H_
 
 #include <iosfwd>
 
@@ -29,4 +29,4 @@ int RunSlotsCli(int argc, const char* const* argv, std::ostream& out,
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_SLOTS_CLI_H_
+#endif  // WALWATCH_CDC_POSTGRES_SLOTS_CLI_H_

@@ -1,13 +1,14 @@
-#include "cdc/state_service.h"
+#include "cdc/postgres/state_service.h"
 
 #include <optional>
 
 #include "cdc/base/logging.h"
 #include "cdc/event_builder.h"
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_handoff.h"
 #include "cdc/model/event_sink.h"
-#include "cdc/pg_checks.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_checks.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 
@@ -29,9 +30,12 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 class StateService::Worker {
  public:
   Worker(const StateServiceOptions& o, EventSink* log,
-         const std::function<void()>& request_keepalive, const PgStop* stop)
+         const PgHandoff* handoff,
+         const std::function<void()>& request_keepalive,
+         const StopSignal* stop)
       : options_(o),
         log_(log),
+        handoff_(handoff),
         request_keepalive_(request_keepalive),
         stop_(stop) {}
 
@@ -61,8 +65,9 @@ class StateService::Worker {
 
   const StateServiceOptions& options_;
   EventSink* const log_;
+  const PgHandoff* const handoff_;
   const std::function<void()>& request_keepalive_;
-  const PgStop* const stop_;
+  const StopSignal* const stop_;
   PgConn conn_;
   uint64_t wal_block_size_ = 8192;
   uint64_t wal_segment_size_ = 16u << 20;
@@ -249,10 +254,10 @@ void StateService::Worker::ReadState(const StateQuery& q,
         "SELECT pg_current_snapshot()::text, "
         "pg_current_wal_insert_lsn()::text",
         {}, &err);
-    EventSink::Snapshot snapshot;
+    HandoffSnapshot snapshot;
     std::optional<uint64_t> insert_lsn;
     if (r) insert_lsn = ParseLsn(PQgetvalue(r.get(), 0, 1));
-    if (!r || !EventSink::ParseSnapshot(PQgetvalue(r.get(), 0, 0), &snapshot) ||
+    if (!r || !ParseHandoffSnapshot(PQgetvalue(r.get(), 0, 0), &snapshot) ||
         !insert_lsn) {
       Rollback();
       stream->Fail({500, "InternalError", "cannot read the snapshot: " + err});
@@ -266,8 +271,8 @@ void StateService::Worker::ReadState(const StateQuery& q,
                     "LSN " + FormatLsn(*insert_lsn) + ") in time; retry"});
       return;
     }
-    EventSink::HandoffResult h = log_->Handoff(snapshot, *insert_lsn);
-    if (h.status == EventSink::HandoffStatus::kRetry) {
+    HandoffResult h = handoff_->Classify(*log_, snapshot, *insert_lsn);
+    if (h.status == HandoffStatus::kRetry) {
       Rollback();
       if (attempt < options_.max_retries) continue;
       stream->Fail({504, "Timeout",
@@ -275,7 +280,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
                     "retry"});
       return;
     }
-    if (h.status == EventSink::HandoffStatus::kExact &&
+    if (h.status == HandoffStatus::kExact &&
         h.rv < q.not_older_than) {
       // A transaction at or below N that the stream has passed but the
       // snapshot does not see yet: its backend has not left the ProcArray
@@ -288,7 +293,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
                         std::to_string(q.not_older_than) + " yet; retry"});
       return;
     }
-    if (h.status == EventSink::HandoffStatus::kExpired) {
+    if (h.status == HandoffStatus::kExpired) {
       Rollback();
       stream->Fail({410, "Expired",
                     "a transaction running since before walwatch's retained "
@@ -324,7 +329,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
       txn.changes.resize(n);
       for (int i = 0; i < n; ++i) {
         RowChange& c = txn.changes[i];
-        c.action = Wal2JsonAction::kInsert;
+        c.action = RowAction::kInsert;
         c.lsn = 0;
         c.columns.present = true;
         for (size_t f = 0; f < kMappedFieldCount; ++f) {
@@ -372,8 +377,8 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
                                      uint64_t insert_lsn,
                                      const RvCallback& done,
                                      const Wanted& wanted) {
-  EventSink::Snapshot snapshot;
-  if (!EventSink::ParseSnapshot(snapshot_text, &snapshot)) {
+  HandoffSnapshot snapshot;
+  if (!ParseHandoffSnapshot(snapshot_text, &snapshot)) {
     StateError e{400, "BadRequest",
                  "snapshot \"" + snapshot_text.substr(0, 64) +
                      "\" is not pg_current_snapshot()'s xmin:xmax:xip form"};
@@ -413,19 +418,19 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
     done(0, &e);
     return;
   }
-  EventSink::HandoffResult h = log_->Handoff(snapshot, insert_lsn);
+  HandoffResult h = handoff_->Classify(*log_, snapshot, insert_lsn);
   switch (h.status) {
-    case EventSink::HandoffStatus::kExact:
+    case HandoffStatus::kExact:
       done(h.rv, nullptr);
       return;
-    case EventSink::HandoffStatus::kRetry: {
+    case HandoffStatus::kRetry: {
       StateError e{409, "Conflict",
                    "commit order and snapshot visibility disagree near this "
                    "snapshot: list again in a new snapshot"};
       done(0, &e);
       return;
     }
-    case EventSink::HandoffStatus::kExpired: {
+    case HandoffStatus::kExpired: {
       StateError e{410, "Expired",
                    "the snapshot is older than walwatch's retained log: list "
                    "again in a new snapshot"};
@@ -456,12 +461,14 @@ void StateService::Worker::FreshRv(const RvCallback& done,
 }
 
 StateService::StateService(StateServiceOptions options, EventSink* log,
+                           const PgHandoff* handoff,
                            std::function<void()> request_keepalive)
     : options_(std::move(options)),
       share_(std::max(1, options_.workers / 2)),
       log_(log),
+      handoff_(handoff),
       request_keepalive_(std::move(request_keepalive)),
-      stop_signal_(std::make_unique<PgStop>()) {
+      stop_signal_(std::make_unique<StopSignal>()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/false); });
   }
@@ -517,7 +524,8 @@ StateService::Clients::iterator StateService::NextStateClientLocked() {
 }
 
 void StateService::WorkerLoop(bool rv_only) {
-  Worker worker(options_, log_, request_keepalive_, stop_signal_.get());
+  Worker worker(options_, log_, handoff_, request_keepalive_,
+                stop_signal_.get());
   for (;;) {
     Job job;
     std::optional<PendingState> state;

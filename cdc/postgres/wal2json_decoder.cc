@@ -1,11 +1,12 @@
-#include "cdc/wal2json_decoder.h"
+#include "cdc/postgres/wal2json_decoder.h"
 
 #include <cstring>
 #include <ctime>
 
 #include <simdjson.h>
 
-#include "cdc/lsn.h"
+#include "cdc/base/text.h"
+#include "cdc/postgres/lsn.h"
 
 namespace walwatch {
 
@@ -125,28 +126,6 @@ std::string Wal2JsonDecoder::Impl::DecodeTuple(od::array tuple,
     if (!have_name) return "column without a name";
   }
   return "";
-}
-
-std::string OneLine(std::string text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  size_t i = 0;
-  while (i < text.size() && static_cast<unsigned char>(text[i]) >= 0x20 &&
-         text[i] != 0x7f) {
-    ++i;
-  }
-  if (i == text.size()) return text;
-  std::string out = text.substr(0, i);
-  for (; i < text.size(); ++i) {
-    unsigned char c = text[i];
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 std::string Wal2JsonDecoder::Decode(std::string_view message,

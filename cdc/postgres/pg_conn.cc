@@ -1,8 +1,6 @@
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_conn.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -104,29 +102,12 @@ std::string PgResultError(PGresult* res) {
   return FirstLine(PQresultErrorMessage(res));
 }
 
-PgStop::PgStop() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-
-PgStop::~PgStop() {
-  if (fd_ >= 0) close(fd_);
-}
-
-void PgStop::Raise() {
-  raised_ = true;
-  uint64_t one = 1;
-  if (fd_ >= 0) {
-    ssize_t n = write(fd_, &one, sizeof(one));  // never read: stays readable
-    (void)n;
-  }
-}
-
-bool PgStop::raised() const { return raised_.load(); }
-
 namespace {
 
 // Waits until libpq has a whole result to give (!PQisBusy), reading the
 // socket as it becomes readable. False with *error if the connection broke
 // or `stop` was raised.
-bool WaitForResult(PGconn* conn, const PgStop* stop,
+bool WaitForResult(PGconn* conn, const StopSignal* stop,
                    std::chrono::milliseconds timeout, std::string* error) {
   const bool bounded = timeout.count() > 0;
   const Clock::time_point deadline = Clock::now() + timeout;
@@ -166,7 +147,7 @@ bool WaitForResult(PGconn* conn, const PgStop* stop,
 
 // Collects the results of the query just sent: the last one, or the first
 // COPY one (a COPY hands the connection over to the caller).
-PgResult CollectResults(PGconn* conn, const PgStop* stop,
+PgResult CollectResults(PGconn* conn, const StopSignal* stop,
                         std::chrono::milliseconds timeout, std::string* error) {
   PgResult last;
   for (;;) {
@@ -187,7 +168,7 @@ PgResult CollectResults(PGconn* conn, const PgStop* stop,
 
 PgResult PgQuery(PGconn* conn, const std::string& sql,
                  const std::vector<std::string>& params, std::string* error,
-                 const PgStop* stop, std::chrono::milliseconds timeout) {
+                 const StopSignal* stop, std::chrono::milliseconds timeout) {
   std::vector<const char*> p;
   for (const auto& s : params) p.push_back(s.c_str());
   if (!PQsendQueryParams(conn, sql.c_str(), static_cast<int>(p.size()),
@@ -207,7 +188,7 @@ PgResult PgQuery(PGconn* conn, const std::string& sql,
 }
 
 PgResult PgExecSimple(PGconn* conn, const std::string& sql,
-                      std::string* error, const PgStop* stop,
+                      std::string* error, const StopSignal* stop,
                       std::chrono::milliseconds timeout) {
   if (!PQsendQuery(conn, sql.c_str())) {
     *error = PgError(conn);

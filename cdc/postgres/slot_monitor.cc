@@ -1,10 +1,10 @@
-#include "cdc/slot_monitor.h"
+#include "cdc/postgres/slot_monitor.h"
 
 #include <cctype>
 
 #include "cdc/base/logging.h"
-#include "cdc/lsn.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 
@@ -70,7 +70,8 @@ bool SynchronousStandbyNamesMatch(std::string_view setting,
 }
 
 SlotMonitor::SlotMonitor(SlotMonitorOptions options)
-    : options_(std::move(options)), stop_signal_(std::make_unique<PgStop>()) {}
+    : options_(std::move(options)),
+      stop_signal_(std::make_unique<StopSignal>()) {}
 
 SlotMonitor::~SlotMonitor() { Stop(); }
 

@@ -6,14 +6,15 @@
 //      pg_current_wal_insert_lsn()  -> S, L
 //   2. wait until the replication stream has passed L (asking the walsender
 //      for a keepalive), at most `catch_up_timeout`;
-//   3. EventSink::Handoff(S, L) -> the exact RV P, or retry with a new
-//      snapshot, or expired;
+//   3. PgHandoff::Classify(the sink's commits, S, L) -> the exact RV P, or
+//      retry with a new snapshot, or expired;
 //   4. read the rows in S through a cursor, as ADDED events carrying P.
 //
 // Thread safety: the StateSource methods may be called from any thread;
-// callbacks run on a worker thread. The EventSink must outlive the service.
-#ifndef WALWATCH_CDC_STATE_SERVICE_H_
-#define WALWATCH_CDC_STATE_SERVICE_H_
+// callbacks run on a worker thread. The EventSink and the PgHandoff must
+// outlive the service.
+#ifndef WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_
+#define WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -32,7 +33,8 @@
 namespace walwatch {
 
 class EventSink;
-class PgStop;
+class PgHandoff;
+class StopSignal;
 
 struct StateServiceOptions {
   std::string conninfo;
@@ -48,8 +50,10 @@ struct StateServiceOptions {
 
 class StateService : public StateSource {
  public:
+  // `handoff` classifies the sink's commits by a snapshot;
   // `request_keepalive` asks the replication thread for a fresh keepalive.
   StateService(StateServiceOptions options, EventSink* log,
+               const PgHandoff* handoff,
                std::function<void()> request_keepalive);
   ~StateService() override;  // stops and joins the workers
 
@@ -100,6 +104,7 @@ class StateService : public StateSource {
   // max(1, workers / 2).
   const int share_;
   EventSink* const log_;
+  const PgHandoff* const handoff_;
   const std::function<void()> request_keepalive_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -108,7 +113,7 @@ class StateService : public StateSource {
   std::deque<Job> rv_jobs_;      // GUARDED_BY(mu_)
   bool stopping_ = false;        // GUARDED_BY(mu_)
   // Interrupts workers waiting on PostgreSQL when the service stops.
-  const std::unique_ptr<PgStop> stop_signal_;
+  const std::unique_ptr<StopSignal> stop_signal_;
   std::vector<std::thread> threads_;
 };
 
@@ -121,4 +126,4 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_STATE_SERVICE_H_
+#endif  // WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_

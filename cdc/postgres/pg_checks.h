@@ -1,8 +1,8 @@
 // The startup checks walwatch runs on an ordinary (non-replication)
 // connection before it streams. Each failure is one line that names the fix.
 // Thread safety: called by the replication thread, on its own connection.
-#ifndef WALWATCH_CDC_PG_CHECKS_H_
-#define WALWATCH_CDC_PG_CHECKS_H_
+#ifndef WALWATCH_CDC_POSTGRES_PG_CHECKS_H_
+#define WALWATCH_CDC_POSTGRES_PG_CHECKS_H_
 
 #include <libpq-fe.h>
 
@@ -13,7 +13,7 @@
 
 namespace walwatch {
 
-class PgStop;
+class StopSignal;
 class ResourceCatalog;
 
 // Adds the fix to a PostgreSQL error message walwatch knows the cause of
@@ -23,7 +23,7 @@ std::string ExplainPgError(const std::string& pg_error);
 
 // wal_level, the table, its REPLICA IDENTITY and the mapped columns.
 std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
-                          const PgStop* stop = nullptr);
+                          const StopSignal* stop = nullptr);
 
 struct SlotState {
   bool exists = false;
@@ -36,20 +36,22 @@ struct SlotState {
 // slot waits for every transaction running at the time, which an idle
 // session in a transaction can hold open indefinitely).
 std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
-                     const PgStop* stop = nullptr);
+                     const StopSignal* stop = nullptr);
 std::string CreateSlot(PGconn* conn, const std::string& slot,
-                       const PgStop* stop = nullptr);
+                       const StopSignal* stop = nullptr);
 std::string DropSlot(PGconn* conn, const std::string& slot,
-                     const PgStop* stop = nullptr);
+                     const StopSignal* stop = nullptr);
 
 // Adds every (group, version, resource) of the table to `catalog`.
 std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,
                         ResourceCatalog* catalog,
-                        const PgStop* stop = nullptr);
+                        const StopSignal* stop = nullptr);
 
-// Quotes an SQL identifier ("group" -> "\"group\"").
+// Quotes an SQL identifier ("group" -> "\"group\""), or a string literal
+// ("it's" -> "'it''s'").
 std::string QuoteIdent(const std::string& name);
+std::string QuoteLiteral(const std::string& text);
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_PG_CHECKS_H_
+#endif  // WALWATCH_CDC_POSTGRES_PG_CHECKS_H_

@@ -1,4 +1,4 @@
-#include "cdc/slots_cli.h"
+#include "cdc/postgres/slots_cli.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -10,8 +10,8 @@
 
 #include "cdc/base/cli_args.h"
 #include "cdc/base/text.h"
-#include "cdc/pg_checks.h"
-#include "cdc/pg_conn.h"
+#include "cdc/postgres/pg_checks.h"
+#include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
 

@@ -1,8 +1,8 @@
-#include "cdc/transaction_assembler.h"
+#include "cdc/postgres/transaction_assembler.h"
 
 #include <utility>
 
-#include "cdc/lsn.h"
+#include "cdc/postgres/lsn.h"
 
 namespace walwatch {
 
@@ -11,25 +11,23 @@ TransactionAssembler::TransactionAssembler(size_t max_transaction_bytes,
     : max_transaction_bytes_(max_transaction_bytes),
       last_commit_lsn_(last_commit_lsn) {}
 
-void TransactionAssembler::Reset() {
-  in_txn_ = false;
-  duplicate_ = false;
-  current_ = Transaction();
-}
-
 namespace {
 
-// What a change holds in memory, counted like Event::MemoryBytes.
-size_t ImageBytes(const RowImage& image) {
-  size_t n = 0;
-  for (const auto& f : image.fields) n += f.text.capacity();
-  return n;
+// I, U and D; the other actions never become a row change.
+RowAction RowActionOf(Wal2JsonAction action) {
+  switch (action) {
+    case Wal2JsonAction::kUpdate: return RowAction::kUpdate;
+    case Wal2JsonAction::kDelete: return RowAction::kDelete;
+    default: return RowAction::kInsert;
+  }
 }
 
 }  // namespace
 
-size_t ChangeMemoryBytes(const RowImage& columns, const RowImage& identity) {
-  return sizeof(RowChange) + ImageBytes(columns) + ImageBytes(identity);
+void TransactionAssembler::Reset() {
+  in_txn_ = false;
+  duplicate_ = false;
+  current_ = Transaction();
 }
 
 bool TransactionAssembler::Touch(const RowImage& image) {
@@ -128,7 +126,8 @@ std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
           return "";
         }
         current_.bytes += bytes;
-        current_.changes.push_back(RowChange{record.action, record.lsn,
+        current_.changes.push_back(RowChange{RowActionOf(record.action),
+                                             record.lsn,
                                              std::move(record.columns),
                                              std::move(record.identity)});
       }

@@ -7,8 +7,8 @@
 // synchronous_standby_names made a synchronous standby.
 //
 // Thread safety: Start/Stop from one thread; the accessors from any.
-#ifndef WALWATCH_CDC_SLOT_MONITOR_H_
-#define WALWATCH_CDC_SLOT_MONITOR_H_
+#ifndef WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_
+#define WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_
 
 #include <atomic>
 #include <chrono>
@@ -30,7 +30,7 @@ namespace walwatch {
 bool SynchronousStandbyNamesMatch(std::string_view setting,
                                   std::string_view application_name);
 
-class PgStop;
+class StopSignal;
 
 struct SlotMonitorOptions {
   std::string conninfo;
@@ -79,7 +79,7 @@ class SlotMonitor {
   std::condition_variable cv_;
   bool stop_ = false;          // GUARDED_BY(mu_)
   // Interrupts a poll that waits on the network.
-  const std::unique_ptr<PgStop> stop_signal_;
+  const std::unique_ptr<StopSignal> stop_signal_;
   std::string wal_status_;     // GUARDED_BY(mu_)
   bool warned_ = false;
   std::thread thread_;
@@ -87,4 +87,4 @@ class SlotMonitor {
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_SLOT_MONITOR_H_
+#endif  // WALWATCH_CDC_POSTGRES_SLOT_MONITOR_H_

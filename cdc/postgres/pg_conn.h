@@ -1,15 +1,16 @@
 // Small RAII wrappers around libpq, kept out of widely included headers.
 // A PGconn is owned by one thread; nothing else touches it.
-#ifndef WALWATCH_CDC_PG_CONN_H_
-#define WALWATCH_CDC_PG_CONN_H_
+#ifndef WALWATCH_CDC_POSTGRES_PG_CONN_H_
+#define WALWATCH_CDC_POSTGRES_PG_CONN_H_
 
 #include <libpq-fe.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "cdc/base/stop_signal.h"
 
 namespace walwatch {
 
@@ -39,25 +40,6 @@ PGPing PingPg(const std::string& conninfo, int connect_timeout_seconds);
 std::string PgError(PGconn* conn);
 std::string PgResultError(PGresult* res);
 
-// A stop request that a thread blocked on PostgreSQL can wait on: once
-// Raise()d, fd() stays readable for good. Raise() may be called from any
-// thread (a signal handler's thread at shutdown); the others from any.
-class PgStop {
- public:
-  PgStop();
-  ~PgStop();
-  PgStop(const PgStop&) = delete;
-  PgStop& operator=(const PgStop&) = delete;
-
-  void Raise();
-  bool raised() const;
-  int fd() const { return fd_; }
-
- private:
-  const int fd_;  // an eventfd; -1 if none could be made (then raised() only)
-  std::atomic<bool> raised_{false};
-};
-
 // Runs a parameterized query (extended protocol). Returns nullptr and sets
 // *error on failure. With `stop`, the wait for the answer ends as soon as
 // `stop` is raised (then *error is "stopped" and the connection must be
@@ -68,7 +50,7 @@ class PgStop {
 // be dropped likewise.
 PgResult PgQuery(PGconn* conn, const std::string& sql,
                  const std::vector<std::string>& params, std::string* error,
-                 const PgStop* stop = nullptr,
+                 const StopSignal* stop = nullptr,
                  std::chrono::milliseconds timeout = {});
 
 // Sends `sql` with the simple query protocol (the only one a replication
@@ -76,9 +58,9 @@ PgResult PgQuery(PGconn* conn, const std::string& sql,
 // the COPY result that starts a COPY; nullptr with *error if the connection
 // failed or `stop` was raised.
 PgResult PgExecSimple(PGconn* conn, const std::string& sql,
-                      std::string* error, const PgStop* stop = nullptr,
+                      std::string* error, const StopSignal* stop = nullptr,
                       std::chrono::milliseconds timeout = {});
 
 }  // namespace walwatch
 
-#endif  // WALWATCH_CDC_PG_CONN_H_
+#endif  // WALWATCH_CDC_POSTGRES_PG_CONN_H_

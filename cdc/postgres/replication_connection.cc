@@ -1,0 +1,146 @@
+#include "cdc/postgres/replication_connection.h"
+
+#include <utility>
+
+#include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pg_checks.h"
+#include "cdc/postgres/pg_conn.h"
+
+namespace walwatch {
+
+namespace {
+
+class LibpqReplicationConnection final : public ReplicationConnection {
+ public:
+  explicit LibpqReplicationConnection(PgConn conn) : conn_(std::move(conn)) {}
+  ~LibpqReplicationConnection() override { FreeBuffer(); }
+
+  ReadStatus Read(std::string_view* message, std::string* error) override {
+    FreeBuffer();
+    int n = PQgetCopyData(conn_.get(), &buffer_, /*async=*/1);
+    if (n > 0) {
+      *message = std::string_view(buffer_, static_cast<size_t>(n));
+      return ReadStatus::kMessage;
+    }
+    if (n == 0) return ReadStatus::kWouldBlock;
+    if (n == -1) {
+      PgResult res(PQgetResult(conn_.get()));
+      if (res && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
+        // A walsender ends COPY cleanly only when PostgreSQL shuts down
+        // (after walwatch has reported the last position it was sent).
+        *error = "the server ended the replication stream cleanly "
+                 "(PostgreSQL is shutting down)";
+      } else {
+        std::string why = res ? PgResultError(res.get()) : "";
+        if (why.empty()) why = PgError(conn_.get());
+        *error = "the server ended the replication stream: " +
+                 ExplainPgError(why);
+      }
+      return ReadStatus::kEnd;
+    }
+    *error = ExplainPgError(PgError(conn_.get()));
+    return ReadStatus::kEnd;
+  }
+
+  bool ConsumeInput(std::string* error) override {
+    if (PQconsumeInput(conn_.get())) return true;
+    *error = ExplainPgError(PgError(conn_.get()));
+    return false;
+  }
+
+  bool Write(std::string_view message, std::string* error) override {
+    if (PQputCopyData(conn_.get(), message.data(),
+                      static_cast<int>(message.size())) <= 0 ||
+        PQflush(conn_.get()) != 0) {
+      *error = PgError(conn_.get());
+      return false;
+    }
+    return true;
+  }
+
+  int socket() const override { return PQsocket(conn_.get()); }
+  int backend_pid() const override { return PQbackendPID(conn_.get()); }
+
+ private:
+  void FreeBuffer() {
+    if (buffer_ != nullptr) PQfreemem(buffer_);
+    buffer_ = nullptr;
+  }
+
+  PgConn conn_;
+  char* buffer_ = nullptr;  // the last message read, freed by the next Read
+};
+
+}  // namespace
+
+LibpqReplicationConnector::LibpqReplicationConnector(
+    std::string conninfo, int connect_timeout_seconds,
+    std::chrono::milliseconds receive_timeout)
+    : conninfo_(std::move(conninfo)),
+      connect_timeout_seconds_(connect_timeout_seconds),
+      receive_timeout_(receive_timeout) {}
+
+ReplicationConnector::Started LibpqReplicationConnector::Start(
+    const std::string& slot, const std::string& table,
+    const StopSignal& stop) {
+  Started started;
+  PgConn repl =
+      ConnectPg(conninfo_, /*replication=*/true, connect_timeout_seconds_);
+  if (PQstatus(repl.get()) != CONNECTION_OK) {
+    started.error = "cannot open the replication connection: " +
+                    ExplainPgError(PgError(repl.get()));
+    return started;
+  }
+  // Where the slot stands. walwatch never confirms past current_rv + 1, so
+  // a slot further on was moved by someone else; the source checks.
+  {
+    std::string err;
+    PgResult r = PgExecSimple(
+        repl.get(),
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+        "WHERE slot_name = " + QuoteLiteral(slot),
+        &err, &stop, receive_timeout_);
+    if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+      if (r) err = PgResultError(r.get());
+      started.error = "cannot read replication slot " + slot + ": " +
+                      ExplainPgError(err);
+      return started;
+    }
+    if (PQntuples(r.get()) == 1 && !PQgetisnull(r.get(), 0, 0)) {
+      started.slot_confirmed_flush =
+          ParseLsn(PQgetvalue(r.get(), 0, 0)).value_or(0);
+    }
+  }
+  std::string cmd =
+      "START_REPLICATION SLOT " + QuoteIdent(slot) +
+      " LOGICAL 0/0 (\"format-version\" '2', \"include-xids\" '1', "
+      "\"include-lsn\" '1', \"include-timestamp\" '1', \"include-types\" '0', "
+      // No logical decoding messages (pg_logical_emit_message): walwatch
+      // has no use for them, and a binary one is not JSON text.
+      "\"add-msg-prefixes\" 'walwatch.clusterpedia.io/none', "
+      "\"add-tables\" " +
+      QuoteLiteral(table) + ")";
+  std::string err;
+  // A server (or a proxy) that stops answering here would otherwise hold
+  // walwatch neither streaming nor reconnecting.
+  PgResult res = PgExecSimple(repl.get(), cmd, &err, &stop, receive_timeout_);
+  if (PQresultStatus(res.get()) != PGRES_COPY_BOTH) {
+    if (res) {
+      err = PgResultError(res.get());
+      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+      if (state != nullptr) started.sqlstate = state;
+    }
+    if (err.empty()) err = PgError(repl.get());
+    // Only an answer from the server says something about the slot.
+    started.answered = res != nullptr;
+    started.error =
+        "cannot start replication from slot " + slot + ": " +
+        ExplainPgError(err);
+    return started;
+  }
+  started.connection =
+      std::make_unique<LibpqReplicationConnection>(std::move(repl));
+  return started;
+}
+
+}  // namespace walwatch
