@@ -13,7 +13,7 @@ EventLog::EventLog(size_t max_bytes, uint64_t floor_rv)
       barrier_floor_rv_(floor_rv) {}
 
 EventLog::~EventLog() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const EventPtr& e : events_) DischargeLocked(*e);
 }
 
@@ -65,7 +65,7 @@ EventLog::AppendResult EventLog::AppendTransaction(
   }
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Checked in release builds too: appended, such a transaction would
     // break the order every Seek and resume relies on.
     if (commit_lsn <= current_rv_) return AppendResult::kOutOfOrder;
@@ -117,7 +117,7 @@ uint64_t EventLog::DropAllLocked() {
 void EventLog::AppendBarrier(uint64_t commit_lsn, uint64_t xid) {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     max_evicted_xid_ = std::max({max_evicted_xid_, DropAllLocked(), xid});
     floor_rv_ = std::max(floor_rv_, commit_lsn);
     barrier_floor_rv_ = floor_rv_;
@@ -134,7 +134,7 @@ void EventLog::AppendLoss(uint64_t commit_lsn, uint64_t xid,
   if (touched.empty()) return AppendBarrier(commit_lsn, xid);
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (commit_lsn <= current_rv_) {
       // Out of order (a bug upstream): nobody can tell who missed it.
       max_evicted_xid_ = std::max({max_evicted_xid_, DropAllLocked(), xid});
@@ -175,7 +175,7 @@ void EventLog::AppendLoss(uint64_t commit_lsn, uint64_t xid,
 void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi) {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DropAllLocked();
     max_evicted_xid_ = 0;
     fence_hi = std::max(fence_hi, current_rv_);
@@ -191,14 +191,14 @@ void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi) {
 }
 
 bool EventLog::Fenced(uint64_t rv) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return FencedLocked(rv);
 }
 
 void EventLog::AdvanceCurrentRv(uint64_t rv) {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (rv <= current_rv_) return;
     current_rv_ = rv;
     TakeRvWaitersLocked(&wake);
@@ -217,7 +217,7 @@ void EventLog::TakeRvWaitersLocked(std::vector<std::function<void()>>* wake) {
 
 uint64_t EventLog::WaitForRv(uint64_t rv, std::function<void()> wake) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (current_rv_ < rv) {
       uint64_t id = next_waiter_id_++;
       rv_waiters_.emplace(rv, RvWaiter{id, std::move(wake)});
@@ -230,7 +230,7 @@ uint64_t EventLog::WaitForRv(uint64_t rv, std::function<void()> wake) {
 
 void EventLog::CancelWaitForRv(uint64_t id) {
   std::function<void()> dropped;  // destroyed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = rv_waiters_.begin(); it != rv_waiters_.end(); ++it) {
     if (it->second.id == id) {
       dropped = std::move(it->second.wake);
@@ -241,7 +241,7 @@ void EventLog::CancelWaitForRv(uint64_t id) {
 }
 
 uint64_t EventLog::ResumeRvAt(uint64_t seq) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t tail = first_seq_ + events_.size();
   if (seq < first_seq_) return 0;
   if (seq >= tail) return current_rv_;
@@ -260,7 +260,7 @@ uint64_t EventLog::ResumeRvAt(uint64_t seq) const {
 }
 
 uint64_t EventLog::BacklogBytes(uint64_t seq) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return BacklogBytesLocked(seq);
 }
 
@@ -273,7 +273,7 @@ uint64_t EventLog::BacklogBytesLocked(uint64_t seq) const {
 
 EventLog::HeldCommits EventLog::CommitsFrom(uint64_t from_xid,
                                             uint64_t before) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   HeldCommits held{floor_rv_, current_rv_, max_evicted_xid_, fence_lo_,
                    fence_hi_, {}};
   // A transaction's last event stands for it: all carry its commit LSN and
@@ -317,7 +317,7 @@ void EventLog::EvictToFitLocked(size_t incoming_bytes) {
 }
 
 void EventLog::BeginBatch() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   batching_ = true;
 }
 
@@ -325,7 +325,7 @@ size_t EventLog::EndBatch() {
   std::vector<std::function<void()>> wake;
   size_t watchers = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     batching_ = false;
     wake = TakeWaitersLocked(&watchers);
     TakeRvWaitersLocked(&wake);
@@ -335,13 +335,13 @@ size_t EventLog::EndBatch() {
 }
 
 void EventLog::AddWatcher(const std::string& resource_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++watchers_of_[resource_key];
   ++watchers_;
 }
 
 void EventLog::RemoveWatcher(const std::string& resource_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = watchers_of_.find(resource_key);
   if (it == watchers_of_.end()) return;
   --watchers_;
@@ -381,7 +381,9 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
   // A key's entry stays, emptied, so that its waiters, who come back after
   // each wake, reuse its capacity (at most what the key's peak took);
   // DropGoneKeyedWaitersLocked removes empty entries.
-  auto take = [&](std::vector<KeyedWaiter>& keyed) {
+  // The analysis does not follow into lambdas: this one runs here, under
+  // the lock.
+  auto take = [&](std::vector<KeyedWaiter>& keyed) REQUIRES(mu_) {
     for (KeyedWaiter& w : keyed) wake.push_back(std::move(w.wake));
     keyed_waiter_count_ -= keyed.size();
     keyed.clear();
@@ -421,7 +423,7 @@ void EventLog::WaitForAppendOf(uint64_t seq, const std::string& resource_key,
                                std::function<void()> wake) {
   std::vector<KeyedWaiter> dropped;  // destroyed outside the lock
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (seq >= readable_end_ && seq >= first_seq_) {
       keyed_waiters_[resource_key].push_back(
           KeyedWaiter{std::move(owner), std::move(wake)});
@@ -452,7 +454,7 @@ void EventLog::DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped) {
 
 uint64_t EventLog::SkipOtherResources(uint64_t seq,
                                       const Selection& selection) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ExpiredLocked(seq, selection)) return seq;
   size_t pos;
   return NextOfKeyLocked(FindKeyLocked(selection.resource_key), seq, &pos);
@@ -526,7 +528,7 @@ bool EventLog::ExpiredLocked(uint64_t seq, const Selection& selection) const {
 }
 
 uint64_t EventLog::FloorRv(const Selection& selection) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return FloorRvLocked(selection);
 }
 
@@ -554,7 +556,7 @@ uint64_t EventLog::NextOfKeyLocked(const KeyIndex* index, uint64_t seq,
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv,
                                     const Selection& selection) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (rv < FloorRvLocked(selection) || FencedLocked(rv)) {
     return {SeekStatus::kExpired, 0, 0};
   }
@@ -568,7 +570,7 @@ EventLog::SeekResult EventLog::Seek(uint64_t rv,
 }
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (rv < floor_rv_ || FencedLocked(rv)) return {SeekStatus::kExpired, 0, 0};
   // Events are ordered by commit_lsn; the first with commit_lsn > rv starts
   // the first transaction the watcher has not seen completely.
@@ -581,14 +583,14 @@ EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
 
 EventLog::ReadStatus EventLog::Read(uint64_t seq, size_t max_events,
                                     std::vector<EventPtr>* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return ReadLocked(seq, max_events, out);
 }
 
 EventLog::WatchRead EventLog::ReadForWatch(
     uint64_t seq, const Selection& selection, size_t max_events,
     std::vector<EventPtr>* out, std::vector<uint64_t>* seqs) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (ExpiredLocked(seq, selection)) {
     return {ReadStatus::kExpired, seq, appended_bytes_};
   }
@@ -628,7 +630,7 @@ EventLog::ReadStatus EventLog::ReadLocked(uint64_t seq, size_t max_events,
 
 void EventLog::WaitForAppend(uint64_t seq, std::function<void()> wake) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (seq >= readable_end_ && seq >= first_seq_) {
       waiters_.emplace_back(seq, std::move(wake));
       return;
@@ -638,7 +640,7 @@ void EventLog::WaitForAppend(uint64_t seq, std::function<void()> wake) {
 }
 
 uint64_t EventLog::OldestCommitSince(int64_t since_unix_us) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Commit times follow commit order closely but not strictly; a search by
   // time is good enough for a retention window.
   auto it = std::partition_point(
@@ -649,27 +651,27 @@ uint64_t EventLog::OldestCommitSince(int64_t since_unix_us) const {
 }
 
 uint64_t EventLog::first_seq() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return first_seq_;
 }
 
 uint64_t EventLog::tail_seq() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return first_seq_ + events_.size();
 }
 
 uint64_t EventLog::current_rv() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return current_rv_;
 }
 
 uint64_t EventLog::floor_rv() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return floor_rv_;
 }
 
 EventLog::Stats EventLog::GetStats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {events_.size(), bytes_,
           events_.empty() ? floor_rv_ : events_.front()->rv,
           evicted_transactions_, barriers_, watchers_};

@@ -39,12 +39,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "cdc/base/mutex.h"
 #include "cdc/model/event.h"
 #include "cdc/model/event_sink.h"
 
@@ -177,79 +177,84 @@ class EventLog final : public EventSink {
   Stats GetStats() const;
 
  private:
-  void EvictToFitLocked(size_t incoming_bytes);
+  void EvictToFitLocked(size_t incoming_bytes) REQUIRES(mu_);
   // A barrier's or a history reset's common part: drops every event, moves
   // every cursor (one at the tail too) behind the log, counts the barrier.
   // Returns the highest xid of the transactions dropped.
-  uint64_t DropAllLocked();
+  uint64_t DropAllLocked() REQUIRES(mu_);
   // The bytes an event adds to the log as it is appended, or removes as it
   // leaves: its own, and its FilterFields' as the first or the last retained
   // event to refer to them.
-  size_t ChargeLocked(const Event& e);
-  size_t DischargeLocked(const Event& e);
+  size_t ChargeLocked(const Event& e) REQUIRES(mu_);
+  size_t DischargeLocked(const Event& e) REQUIRES(mu_);
   struct KeyIndex;
   // The resource's index, or null if it never had an event.
-  const KeyIndex* FindKeyLocked(const std::string& resource_key) const;
+  const KeyIndex* FindKeyLocked(const std::string& resource_key) const
+      REQUIRES(mu_);
   // Whether a watch of `selection` at `seq` missed an event that is gone.
-  bool ExpiredLocked(uint64_t seq, const Selection& selection) const;
-  uint64_t FloorRvLocked(const Selection& selection) const;
+  bool ExpiredLocked(uint64_t seq, const Selection& selection) const
+      REQUIRES(mu_);
+  uint64_t FloorRvLocked(const Selection& selection) const REQUIRES(mu_);
   // The seq of the resource's first retained event at or after `seq` (its
   // position in the index in *pos), or tail if none.
   uint64_t NextOfKeyLocked(const KeyIndex* index, uint64_t seq,
-                           size_t* pos) const;
+                           size_t* pos) const REQUIRES(mu_);
   // Notes that the event at `seq` is gone from the log (evicted).
-  void ForgetLocked(const Event& event, uint64_t seq);
+  void ForgetLocked(const Event& event, uint64_t seq) REQUIRES(mu_);
   // Raises the floors of `selection`'s resource and pair: an event of it at
   // `seq`, committed at `commit_lsn`, is gone.
   void LoseLocked(const std::string& resource_key, std::string_view cluster,
-                  uint64_t seq, uint64_t commit_lsn);
+                  uint64_t seq, uint64_t commit_lsn) REQUIRES(mu_);
   static void AppendPairKey(std::string_view resource_key,
                             std::string_view cluster, std::string* out);
   ReadStatus ReadLocked(uint64_t seq, size_t max_events,
-                        std::vector<EventPtr>* out) const;
-  uint64_t BacklogBytesLocked(uint64_t seq) const;
+                        std::vector<EventPtr>* out) const REQUIRES(mu_);
+  uint64_t BacklogBytesLocked(uint64_t seq) const REQUIRES(mu_);
   struct KeyedWaiter {
     std::weak_ptr<const void> owner;
     std::function<void()> wake;
   };
   // Notes the resource of the event appended at `seq` (the index of
   // WaitForAppendOf and SkipOtherResources).
-  void IndexAppendLocked(const Event& event, uint64_t seq);
+  void IndexAppendLocked(const Event& event, uint64_t seq) REQUIRES(mu_);
   // Moves out the waiters whose owner is gone, to be destroyed unlocked.
-  void DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped);
+  void DropGoneKeyedWaitersLocked(std::vector<KeyedWaiter>* dropped)
+      REQUIRES(mu_);
   // Also sets *watchers (if given) to the watches of the appended keys.
   std::vector<std::function<void()>> TakeWaitersLocked(
-      size_t* watchers = nullptr);
-  void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake);
+      size_t* watchers = nullptr) REQUIRES(mu_);
+  void TakeRvWaitersLocked(std::vector<std::function<void()>>* wake)
+      REQUIRES(mu_);
 
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::deque<EventPtr> events_;       // GUARDED_BY(mu_)
-  uint64_t first_seq_ = 0;            // GUARDED_BY(mu_)
-  size_t bytes_ = 0;                  // GUARDED_BY(mu_)
-  uint64_t floor_rv_;                 // GUARDED_BY(mu_)
-  uint64_t current_rv_;               // GUARDED_BY(mu_)
-  uint64_t evicted_transactions_ = 0; // GUARDED_BY(mu_)
-  uint64_t barriers_ = 0;             // GUARDED_BY(mu_)
-  bool batching_ = false;             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<EventPtr> events_ GUARDED_BY(mu_);
+  uint64_t first_seq_ GUARDED_BY(mu_) = 0;
+  size_t bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t floor_rv_ GUARDED_BY(mu_);
+  uint64_t current_rv_ GUARDED_BY(mu_);
+  uint64_t evicted_transactions_ GUARDED_BY(mu_) = 0;
+  uint64_t barriers_ GUARDED_BY(mu_) = 0;
+  bool batching_ GUARDED_BY(mu_) = false;
   // Events below it are readable; the batch's above it are not yet. At
   // most the tail; below first_seq_ after a barrier, or an eviction, in a
   // batch.
-  uint64_t readable_end_ = 0;         // GUARDED_BY(mu_)
-  std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;  // GUARDED_BY(mu_)
+  uint64_t readable_end_ GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<uint64_t, std::function<void()>>> waiters_
+      GUARDED_BY(mu_);
   // By resource key; woken by TakeWaitersLocked for the keys in
   // appended_keys_, all of them after a barrier.
-  std::unordered_map<std::string, std::vector<KeyedWaiter>>
-      keyed_waiters_;                             // GUARDED_BY(mu_)
-  size_t keyed_waiter_count_ = 0;                 // GUARDED_BY(mu_)
-  size_t keyed_waiters_after_drop_ = 0;           // GUARDED_BY(mu_)
-  std::vector<std::string> appended_keys_;        // GUARDED_BY(mu_)
+  std::unordered_map<std::string, std::vector<KeyedWaiter>> keyed_waiters_
+      GUARDED_BY(mu_);
+  size_t keyed_waiter_count_ GUARDED_BY(mu_) = 0;
+  size_t keyed_waiters_after_drop_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> appended_keys_ GUARDED_BY(mu_);
   // TakeWaitersLocked's scratch, kept to spare an allocation per commit.
-  std::vector<std::vector<KeyedWaiter>*> wake_lists_;  // GUARDED_BY(mu_)
-  bool wake_all_keyed_ = false;                   // GUARDED_BY(mu_)
+  std::vector<std::vector<KeyedWaiter>*> wake_lists_ GUARDED_BY(mu_);
+  bool wake_all_keyed_ GUARDED_BY(mu_) = false;
   // AddWatcher's counts, by resource key, and their sum.
-  std::unordered_map<std::string, size_t> watchers_of_;  // GUARDED_BY(mu_)
-  size_t watchers_ = 0;                                   // GUARDED_BY(mu_)
+  std::unordered_map<std::string, size_t> watchers_of_ GUARDED_BY(mu_);
+  size_t watchers_ GUARDED_BY(mu_) = 0;
   // What the log knows of one resource (or, in pairs_, of one resource in
   // one cluster: only lost_end_seq and floor_rv).
   struct KeyIndex {
@@ -264,31 +269,31 @@ class EventLog final : public EventSink {
     uint64_t lost_end_seq = 0;
     uint64_t floor_rv = 0;
   };
-  std::unordered_map<std::string, KeyIndex> keys_;   // GUARDED_BY(mu_)
-  std::unordered_map<std::string, KeyIndex> pairs_;  // GUARDED_BY(mu_)
+  std::unordered_map<std::string, KeyIndex> keys_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, KeyIndex> pairs_ GUARDED_BY(mu_);
   // One past the seq of the last barrier, and its floor (at least the
   // floor the log started with): every selection's floor is at least this.
-  uint64_t barrier_end_seq_ = 0;                           // GUARDED_BY(mu_)
-  uint64_t barrier_floor_rv_ = 0;                          // GUARDED_BY(mu_)
-  std::string key_scratch_;                                // GUARDED_BY(mu_)
-  mutable std::string pair_scratch_;                       // GUARDED_BY(mu_)
+  uint64_t barrier_end_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t barrier_floor_rv_ GUARDED_BY(mu_) = 0;
+  std::string key_scratch_ GUARDED_BY(mu_);
+  mutable std::string pair_scratch_ GUARDED_BY(mu_);
   struct RvWaiter {
     uint64_t id;
     std::function<void()> wake;
   };
-  std::multimap<uint64_t, RvWaiter> rv_waiters_;  // GUARDED_BY(mu_)
-  uint64_t next_waiter_id_ = 1;                   // GUARDED_BY(mu_)
+  std::multimap<uint64_t, RvWaiter> rv_waiters_ GUARDED_BY(mu_);
+  uint64_t next_waiter_id_ GUARDED_BY(mu_) = 1;
   // appended_bytes_ counts every byte ever appended; offsets_[i] is the count
   // before events_[i], so a backlog is a subtraction.
-  uint64_t appended_bytes_ = 0;   // GUARDED_BY(mu_)
-  std::deque<uint64_t> offsets_;  // GUARDED_BY(mu_)
+  uint64_t appended_bytes_ GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> offsets_ GUARDED_BY(mu_);
   // Highest xid not retained (evicted, or dropped by a barrier).
-  uint64_t max_evicted_xid_ = 0;  // GUARDED_BY(mu_)
+  uint64_t max_evicted_xid_ GUARDED_BY(mu_) = 0;
   // RVs in (fence_lo_, fence_hi_] are ambiguous (ResetHistory); none if
   // fence_hi_ is 0. Several resets widen one fence.
-  uint64_t fence_lo_ = 0;  // GUARDED_BY(mu_)
-  uint64_t fence_hi_ = 0;  // GUARDED_BY(mu_)
-  bool FencedLocked(uint64_t rv) const {
+  uint64_t fence_lo_ GUARDED_BY(mu_) = 0;
+  uint64_t fence_hi_ GUARDED_BY(mu_) = 0;
+  bool FencedLocked(uint64_t rv) const REQUIRES(mu_) {
     return rv > fence_lo_ && rv <= fence_hi_;
   }
 };
