@@ -37,7 +37,7 @@ struct HttpServerOptions {
   // get 431. 1 MiB, as kube-apiserver (Go's http.DefaultMaxHeaderBytes):
   // a long set-based label selector it serves must not fail here. The
   // buffer grows only as far as a request needs, and gives back what a
-  // large one took (WatchSession::OnReadRequest).
+  // large one took (HttpSession::OnReadRequest).
   size_t max_header_bytes = size_t{1} << 20;
   // A watcher whose unsent bytes (events from its cursor to the log's tail)
   // pass this ends with 410 Expired: a slow watcher never holds events

@@ -2607,7 +2607,7 @@ size_t FrameBytes(const EventPtr& event) {
   return event->GetFrame(&frame) ? frame.size : 0;
 }
 
-// WatchSession::kMinSendfileBytes: in a write of several pieces, a run of
+// ChunkWriter::kMinSendfileBytes: in a write of several pieces, a run of
 // the arena's file shorter than this goes from memory, gathered with the
 // other pieces into sendmsg; a write of one piece always goes with
 // sendfile, however short.
