@@ -57,10 +57,11 @@ void ChunkWriter::OnStalled(ErrorCode ec) {
     // Its full socket cannot take the 410, so it gets a connection closed
     // mid-stream, which client-go sees and answers with a new watch.
     ++context_.buffer_refused_watch;
-    LogBufferBudgetRefusal("ending a stalled watcher: the connection buffer "
-                           "budget has no room for its pending write "
-                           "(--max-connection-buffer-bytes)",
-                           context_.options.max_connection_buffer_bytes);
+    LogBufferBudgetRefusal(
+        "ending a stalled watcher: the connection buffer "
+        "budget has no room for its pending write "
+        "(--max-connection-buffer-bytes)",
+        context_.options.max_connection_buffer_bytes);
     return end_(WatchEndReason::kBacklog);
   }
   LogWarn("closing a connection whose client stopped reading");
@@ -197,8 +198,8 @@ ChunkWriter::ErrorCode ChunkWriter::SendPieces() {
     if (piece.fd >= 0 && sendfile_ok_) {
       off_t offset = static_cast<off_t>(piece.offset);
       n = ::sendfile(socket, piece.fd, &offset, piece.size);
-      if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
-                    errno == EOPNOTSUPP)) {
+      if (n < 0 &&
+          (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
         // The kernel or a sandbox refuses it: said once per process.
         static std::atomic<bool> logged{false};
         if (!logged.exchange(true)) {

@@ -141,10 +141,10 @@ class ChunkWriter {
       boost::asio::post(
           strand_.get_inner_executor(),
           [this, done = std::forward<Handler>(done), ec]() mutable {
-            boost::asio::dispatch(
-                strand_, [this, done = std::move(done), ec]() mutable {
-                  Guarded([&] { EndBatch(done, ec); });
-                });
+            boost::asio::dispatch(strand_,
+                                  [this, done = std::move(done), ec]() mutable {
+                                    Guarded([&] { EndBatch(done, ec); });
+                                  });
           });
       return;
     }
@@ -181,8 +181,8 @@ class ChunkWriter {
 
   template <class Handler>
   auto Completion(Handler&& done) {
-    return [this, done = std::forward<Handler>(done)](ErrorCode ec,
-                                                      size_t /*bytes*/) mutable {
+    return [this, done = std::forward<Handler>(done)](
+               ErrorCode ec, size_t /*bytes*/) mutable {
       Guarded([&] {
         stall_.End();
         done(ec);
@@ -253,8 +253,8 @@ class ChunkWriter {
   bool shutting_down_ = false;
 
   boost::beast::http::response<boost::beast::http::empty_body> header_;
-  std::optional<boost::beast::http::response_serializer<
-      boost::beast::http::empty_body>>
+  std::optional<
+      boost::beast::http::response_serializer<boost::beast::http::empty_body>>
       serializer_;
 
   std::vector<EventPtr> batch_;

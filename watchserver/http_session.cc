@@ -244,14 +244,14 @@ void HttpSession::OnRequestError(ErrorCode ec) {
     request_ = {};
     buffer_.clear();
     ReleaseRequestBuffer();
-    LogBufferBudgetRefusal("answering a request 429: the connection buffer "
-                           "budget is exhausted "
-                           "(--max-connection-buffer-bytes)",
-                           context_->options.max_connection_buffer_bytes);
-    return SendStatus(
-        BufferBudgetExhaustedStatus(
-            context_->options.max_connection_buffer_bytes),
-        /*keep_alive=*/false);
+    LogBufferBudgetRefusal(
+        "answering a request 429: the connection buffer "
+        "budget is exhausted "
+        "(--max-connection-buffer-bytes)",
+        context_->options.max_connection_buffer_bytes);
+    return SendStatus(BufferBudgetExhaustedStatus(
+                          context_->options.max_connection_buffer_bytes),
+                      /*keep_alive=*/false);
   }
   if (ec == http::error::header_limit) {
     return SendStatus({431, "RequestEntityTooLarge",
@@ -390,8 +390,7 @@ void HttpSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
 // ---------------------------------------------------------------------------
 // Answers from the StateSource
 
-void HttpSession::AskStateSource(Awaiting what,
-                                 const HandoffRequest* handoff) {
+void HttpSession::AskStateSource(Awaiting what, const HandoffRequest* handoff) {
   StateSource* state = context_->options.state;
   if (state == nullptr) {
     return SendStatus(
@@ -423,9 +422,8 @@ void HttpSession::AskStateSource(Awaiting what,
     SessionExecutor strand = self->strand_;
     net::post(strand, [self = std::move(self), token, rv,
                        copied = std::move(copied)]() mutable {
-      self->Guarded("state answer", [&] {
-        self->OnStateAnswer(token, rv, std::move(copied));
-      });
+      self->Guarded("state answer",
+                    [&] { self->OnStateAnswer(token, rv, std::move(copied)); });
     });
   };
   StateSource::Wanted still_wanted = [wanted] { return wanted->load(); };
@@ -629,10 +627,10 @@ void HttpSession::StartInitialState() {
       },
       context_->options.initial_state_min_rate);
   const WatchRequest& watch = watch_->watch;
-  state->ReadState(StateQuery{watch.group, watch.version, watch.resource,
-                              watch.cluster, watch.ns,
-                              watch.resource_version.value_or(0), client_},
-                   state_stream_);
+  state->ReadState(
+      StateQuery{watch.group, watch.version, watch.resource, watch.cluster,
+                 watch.ns, watch.resource_version.value_or(0), client_},
+      state_stream_);
   // Notice a client that gives up while the state is read.
   DoReadForDisconnect();
   PollStateBeforeReady();
@@ -664,8 +662,8 @@ void HttpSession::PollStateBeforeReady() {
   deadline_.cancel();
   AbandonStateRequest();
   // The RV of the state is known: the stream can begin.
-  WatchStream::InitialState initial{std::move(state_stream_), t.rv,
-                                    t.finished, std::move(taken)};
+  WatchStream::InitialState initial{std::move(state_stream_), t.rv, t.finished,
+                                    std::move(taken)};
   HandOver()->StartWithState(std::move(initial));
 }
 

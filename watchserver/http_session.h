@@ -193,7 +193,7 @@ class HttpSession : public StrandSession<HttpSession> {
   // The StateSource request in flight reads this (Wanted); cleared with
   // each bump of answer_token_ by AbandonStateRequest.
   std::shared_ptr<std::atomic<bool>> state_request_wanted_;
-  uint64_t rv_wait_id_ = 0;    // EventLog::WaitForRv id, 0 if none
+  uint64_t rv_wait_id_ = 0;     // EventLog::WaitForRv id, 0 if none
   bool reading_ahead_ = false;  // DoReadAhead's read is pending
   // The response is written and the read-ahead was cancelled: its
   // completion reads the next request.

@@ -433,14 +433,14 @@ EventPtr WatchStream::ForThisWatch(EventPtr event) const {
   // if it passes now.
   auto passes_but_for_labels = [&] {
     const WatchFilterSpec& spec = filter.spec();
-    return event->resource() == spec.resource &&
-           event->group() == spec.group && event->version() == spec.version &&
+    return event->resource() == spec.resource && event->group() == spec.group &&
+           event->version() == spec.version &&
            (spec.cluster.empty() || event->cluster() == spec.cluster) &&
            (spec.ns.empty() || event->ns() == spec.ns) &&
            filter.field_selector().Matches(*event);
   };
-  const bool before = labels.Matches(event->prev_labels()) &&
-                      (now || passes_but_for_labels());
+  const bool before =
+      labels.Matches(event->prev_labels()) && (now || passes_but_for_labels());
   if (now == before) return now ? event : nullptr;
   // As the apiserver's cacher: entering the selection is ADDED, leaving it
   // is DELETED with the previous object (at this event's RV).
@@ -488,8 +488,7 @@ void WatchStream::OnLogAppend() {
 
 void WatchStream::WriteBatch(bool live) {
   last_rv_ = std::max(last_rv_, writer_.batch().back()->rv);
-  writer_.WriteBatch(live, live_after_rv_,
-                     Bind(&WatchStream::OnWriteEvents));
+  writer_.WriteBatch(live, live_after_rv_, Bind(&WatchStream::OnWriteEvents));
 }
 
 void WatchStream::OnWriteEvents(ErrorCode ec) {
@@ -571,8 +570,7 @@ void WatchStream::FinishStream() {
   // A last bookmark, so that the client resumes from the newest RV rather
   // than from its last event's. Not during the initial state: its RV would
   // claim events the client has not received.
-  if (!initial_ && spec_.watch.allow_watch_bookmarks &&
-      !final_bookmark_sent_) {
+  if (!initial_ && spec_.watch.allow_watch_bookmarks && !final_bookmark_sent_) {
     final_bookmark_sent_ = true;
     seq_ = context_->log.SkipOtherResources(seq_, spec_.selection);
     uint64_t rv = context_->log.ResumeRvAt(seq_);
