@@ -92,8 +92,8 @@ class ResponseParser {
   bool chunked() const { return parser_.chunked(); }
   // A header field's value ("" if absent); `name` in any case.
   std::string header(std::string_view name) const {
-    auto value = parser_.get()[boost::beast::string_view(name.data(),
-                                                         name.size())];
+    auto value =
+        parser_.get()[boost::beast::string_view(name.data(), name.size())];
     return std::string(value.data(), value.size());
   }
 
@@ -118,8 +118,8 @@ class ResponseParser {
         for (auto it = boost::asio::buffer_sequence_begin(buffers);
              it != boost::asio::buffer_sequence_end(buffers); ++it) {
           const boost::asio::const_buffer piece = *it;
-          (*body_.sink)(std::string_view(
-              static_cast<const char*>(piece.data()), piece.size()));
+          (*body_.sink)(std::string_view(static_cast<const char*>(piece.data()),
+                                         piece.size()));
           n += piece.size();
         }
         return n;

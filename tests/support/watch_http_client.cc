@@ -110,8 +110,8 @@ struct WatchHttpClient::Impl {
   std::vector<char> scratch = std::vector<char>(64 * 1024);
   std::string received;  // read, not parsed yet
   std::optional<ResponseParser<KeepBody>> parser;
-  std::string body;        // the body's data so far
-  size_t line_start = 0;   // of body: what came before is taken as lines
+  std::string body;       // the body's data so far
+  size_t line_start = 0;  // of body: what came before is taken as lines
 };
 
 WatchHttpClient::WatchHttpClient(const std::string& socket_path)
@@ -146,8 +146,8 @@ bool WatchHttpClient::ReadHeader(Clock::time_point deadline) {
   c.body.clear();
   c.line_start = 0;
   c.parser.emplace(Impl::KeepBody{&c.body});
-  ErrorCode ec = c.ParseUntil([&] { return c.parser->header_done(); },
-                              deadline);
+  ErrorCode ec =
+      c.ParseUntil([&] { return c.parser->header_done(); }, deadline);
   return ec ? c.Fail(ec) : true;
 }
 

@@ -33,7 +33,8 @@ HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
   HttpResponse out;
   WatchHttpClient client(socket_path);
   if (!client.connected()) {
-    out.error = "connect " + socket_path + ": " + client.connect_error().message();
+    out.error =
+        "connect " + socket_path + ": " + client.connect_error().message();
     return out;
   }
   if (!client.Get(target)) {
@@ -58,7 +59,8 @@ HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
 std::string WatchTarget(const std::string& path,
                         std::optional<uint64_t> resource_version) {
   std::string t = path + "?watch=1";
-  if (resource_version) t += "&resourceVersion=" + std::to_string(*resource_version);
+  if (resource_version)
+    t += "&resourceVersion=" + std::to_string(*resource_version);
   return t;
 }
 
@@ -106,9 +108,8 @@ WatchClient::~WatchClient() = default;
   target_ = target;
   client_ = std::make_unique<WatchHttpClient>(socket_path);
   if (!client_->connected()) {
-    return ::testing::AssertionFailure()
-           << "connect " << socket_path << ": "
-           << client_->connect_error().message();
+    return ::testing::AssertionFailure() << "connect " << socket_path << ": "
+                                         << client_->connect_error().message();
   }
   if (!client_->Get(target)) {
     return ::testing::AssertionFailure()
@@ -116,8 +117,8 @@ WatchClient::~WatchClient() = default;
   }
   if (!client_->ReadHeader(deadline)) {
     if (TimedOut(*client_)) {
-      return ::testing::AssertionFailure()
-             << "no response header for GET " << target << " before the deadline";
+      return ::testing::AssertionFailure() << "no response header for GET "
+                                           << target << " before the deadline";
     }
     return ::testing::AssertionFailure()
            << "reading the response header for GET " << target << ": "
@@ -201,8 +202,7 @@ WatchClient::Result WatchClient::Next(WatchEvent* event,
     case Result::kError:
       break;
   }
-  return ::testing::AssertionFailure()
-         << "watch " << target_ << ": " << error_;
+  return ::testing::AssertionFailure() << "watch " << target_ << ": " << error_;
 }
 
 ::testing::AssertionResult WatchClient::ExpectEnd(Clock::time_point deadline) {
@@ -213,15 +213,16 @@ WatchClient::Result WatchClient::Next(WatchEvent* event,
     case Result::kEvent:
       return ::testing::AssertionFailure()
              << "watch " << target_
-             << ": expected the end of the stream, got event " << Shorten(event.raw);
+             << ": expected the end of the stream, got event "
+             << Shorten(event.raw);
     case Result::kTimeout:
       return ::testing::AssertionFailure()
-             << "watch " << target_ << ": the stream did not end before the deadline";
+             << "watch " << target_
+             << ": the stream did not end before the deadline";
     case Result::kError:
       break;
   }
-  return ::testing::AssertionFailure()
-         << "watch " << target_ << ": " << error_;
+  return ::testing::AssertionFailure() << "watch " << target_ << ": " << error_;
 }
 
 }  // namespace walwatch::itest
