@@ -9,7 +9,7 @@
 namespace walwatch {
 
 bool SessionRegistry::Add(const std::shared_ptr<Session>& session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return false;
   sessions_[session.get()] = session;
   return true;
@@ -17,19 +17,19 @@ bool SessionRegistry::Add(const std::shared_ptr<Session>& session) {
 
 bool SessionRegistry::Replace(const Session* previous,
                               const std::shared_ptr<Session>& next) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sessions_.erase(previous);
   sessions_[next.get()] = next;
   return !stopping_;
 }
 
 void SessionRegistry::Remove(const Session* session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   sessions_.erase(session);
 }
 
 std::vector<std::shared_ptr<Session>> SessionRegistry::BeginStop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopping_ = true;
   std::vector<std::shared_ptr<Session>> live;
   for (auto& entry : sessions_) {
@@ -41,7 +41,7 @@ std::vector<std::shared_ptr<Session>> SessionRegistry::BeginStop() {
 }
 
 size_t SessionRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return sessions_.size();
 }
 

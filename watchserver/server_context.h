@@ -22,12 +22,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "cdc/base/mutex.h"
+#include "cdc/base/thread_annotations.h"
 #include "watchserver/connection_budget.h"
 #include "watchserver/http_server_options.h"
 
@@ -63,10 +64,10 @@ class SessionRegistry {
   size_t size() const;
 
  private:
-  mutable std::mutex mu_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
-  std::unordered_map<const Session*, std::weak_ptr<Session>>
-      sessions_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::unordered_map<const Session*, std::weak_ptr<Session>> sessions_
+      GUARDED_BY(mu_);
 };
 
 struct ServerContext {
