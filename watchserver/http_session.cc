@@ -174,15 +174,10 @@ void HttpSession::Close() {
     refusal_.reset();
     --context_->refusing;
   }
-  try {
+  CloseConnection(socket_, [&] {
     deadline_.cancel();
     write_.Cancel();
-  } catch (const std::exception&) {
-    // Cancelling can only fail if the timer is broken; closing matters more.
-  }
-  ErrorCode ignored;
-  socket_.shutdown(SessionSocket::shutdown_both, ignored);
-  socket_.close(ignored);
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -60,6 +60,20 @@ void RunGuarded(const char* where, F&& f, OnFailure&& on_failure) {
   on_failure();
 }
 
+// Ends a session's connection: `cancel_timers` stops its timers (which can
+// fail only if a timer is broken, and closing matters more), then the
+// socket is shut down both ways and closed.
+template <class CancelTimers>
+void CloseConnection(SessionSocket& socket, CancelTimers&& cancel_timers) {
+  try {
+    cancel_timers();
+  } catch (const std::exception&) {
+  }
+  boost::system::error_code ignored;
+  socket.shutdown(SessionSocket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
 // The base of a session class `Derived` (CRTP), which must have a private
 // `void Fail()` that ends it after a handler threw, and befriend this base.
 template <class Derived>

@@ -133,16 +133,11 @@ void WatchStream::Close() {
                           end_reason_.value_or(WatchEndReason::kError));
     }
   }
-  try {
+  CloseConnection(socket_, [&] {
     deadline_.cancel();
     bookmark_timer_.cancel();
     writer_.Cancel();
-  } catch (const std::exception&) {
-    // Cancelling can only fail if the timer is broken; closing matters more.
-  }
-  ErrorCode ignored;
-  socket_.shutdown(SessionSocket::shutdown_both, ignored);
-  socket_.close(ignored);
+  });
 }
 
 // ---------------------------------------------------------------------------
