@@ -20,7 +20,7 @@
 #include "cdc/model/resource_catalog.h"
 #include "watchserver/event_log.h"
 #include "watchserver/metrics.h"
-#include "watchserver/selector.h"
+#include "watchserver/watch_filter.h"
 
 namespace walwatch {
 

@@ -38,7 +38,7 @@
 #include "watchserver/event_log.h"
 #include "watchserver/k8s_status.h"
 #include "watchserver/metrics.h"
-#include "watchserver/selector.h"
+#include "watchserver/watch_filter.h"
 #include "watchserver/server_context.h"
 #include "watchserver/strand_session.h"
 #include "watchserver/watch_request.h"
