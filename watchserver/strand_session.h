@@ -1,7 +1,8 @@
 // What the sessions of a connection (HttpSession, then perhaps a WatchStream)
-// are made of: the socket and timer types of a connection on its own strand,
-// and StrandSession, the base that makes their completion handlers keep
-// them alive and lets no exception escape into the io_context.
+// are made of: the socket and timer types of a connection on its own strand;
+// StrandSession, the base that makes their completion handlers keep them
+// alive and lets no exception escape into the io_context; and
+// CloseConnection, how each ends its connection.
 //
 // Ownership: a session owns itself, in the manner of the Beast examples. It
 // lives exactly as long as an asynchronous operation (socket read or write,
