@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cdc/model/state_source.h"
-#include "tests/unit/support/test_events.h"
+#include "tests/unit/support/server_events.h"
 
 namespace walwatch::server_test {
 namespace {

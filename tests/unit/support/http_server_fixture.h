@@ -1,5 +1,5 @@
 // HttpServerTest, the fixture of the HTTP server's unit tests: a real
-// EventLog filled with hand-made events (test_events.h), a FakeStateSource
+// EventLog filled with hand-made events (server_events.h), a FakeStateSource
 // driven by the test, the server on a temporary Unix socket with two
 // threads, and clients (WatchHttpClient, tests/support/) that read the
 // chunked stream line by line. No PostgreSQL. Each test file derives a
@@ -28,7 +28,7 @@
 #include "cdc/model/wire_arena.h"
 #include "tests/support/watch_http_client.h"
 #include "tests/unit/support/fake_state_source.h"
-#include "tests/unit/support/test_events.h"
+#include "tests/unit/support/server_events.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/metrics.h"

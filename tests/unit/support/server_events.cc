@@ -1,4 +1,4 @@
-#include "tests/unit/support/test_events.h"
+#include "tests/unit/support/server_events.h"
 
 #include <chrono>
 #include <cstring>

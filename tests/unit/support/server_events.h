@@ -1,8 +1,9 @@
 // Events and lines for the HTTP server's unit tests: Events made by hand
 // with the wire bytes the EventBuilder would produce, the lines a watch
-// sends for them, and readers of what came back. No sockets.
-#ifndef WALWATCH_TESTS_UNIT_SUPPORT_TEST_EVENTS_H_
-#define WALWATCH_TESTS_UNIT_SUPPORT_TEST_EVENTS_H_
+// sends for them, and readers of what came back. No sockets. (The selector
+// tests' events, which carry filter fields only, are test_event.h's.)
+#ifndef WALWATCH_TESTS_UNIT_SUPPORT_SERVER_EVENTS_H_
+#define WALWATCH_TESTS_UNIT_SUPPORT_SERVER_EVENTS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -93,4 +94,4 @@ double Terminated(const std::string& scrape, const std::string& reason);
 
 }  // namespace walwatch::server_test
 
-#endif  // WALWATCH_TESTS_UNIT_SUPPORT_TEST_EVENTS_H_
+#endif  // WALWATCH_TESTS_UNIT_SUPPORT_SERVER_EVENTS_H_
