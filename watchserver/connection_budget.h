@@ -1,7 +1,7 @@
 // ConnectionBudget bounds, across the process, the memory connections hold
 // beyond the event log: the buffers of requests being read (the bytes
 // received, and the header fields Beast parsed from them) and the spilled
-// writes of watchers that stopped reading (WatchSession::SpillRest). Without
+// writes of watchers that stopped reading (ChunkWriter::Spill). Without
 // it, --max-connections clients each sending up to --max-header-bytes for a
 // minute, or thousands of stalled watchers each holding a 256 KiB write for
 // 30 s, would hold gigabytes no other bound sees.

@@ -27,7 +27,8 @@
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
 #include "watchserver/loopback_address.h"
-#include "watchserver/watch_session.h"
+#include "watchserver/http_session.h"
+#include "watchserver/server_context.h"
 
 namespace walwatch {
 
@@ -43,8 +44,8 @@ namespace {
 // than spinning on the same error.
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 
-// Accepts connections on one listening socket (Unix or TCP) and starts a
-// WatchSession, on a strand of its own, for each. Owns itself like a Beast
+// Accepts connections on one listening socket (Unix or TCP) and starts an
+// HttpSession, on a strand of its own, for each. Owns itself like a Beast
 // listener: alive while an accept or a retry timer is pending.
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
@@ -78,7 +79,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
         net::make_strand(io_),
         [self = shared_from_this()](boost::system::error_code ec, auto socket) {
           try {
-            self->OnAccept(ec, WatchSession::Socket(std::move(socket)));
+            self->OnAccept(ec, SessionSocket(std::move(socket)));
           } catch (const std::exception& e) {
             LogError("accepting a connection failed", {{"error", e.what()}});
             self->DoAccept();
@@ -86,7 +87,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
         });
   }
 
-  void OnAccept(boost::system::error_code ec, WatchSession::Socket socket) {
+  void OnAccept(boost::system::error_code ec, SessionSocket socket) {
     if (stopped_ || ec == net::error::operation_aborted) return;
     if (ec) {
       LogWarn("accept failed", {{"error", ec.message()}});
@@ -126,15 +127,15 @@ class Listener : public std::enable_shared_from_this<Listener> {
       ++context_->refusing;
     }
     std::string client = PeerIdentity(socket.native_handle(), tcp_);
-    auto session = std::make_shared<WatchSession>(std::move(socket), context_,
-                                                  std::move(client));
+    auto session = std::make_shared<HttpSession>(std::move(socket), context_,
+                                                 std::move(client));
     if (refuse) session->Refuse(TooManyConnectionsStatus(limit));
     session->Start();
     DoAccept();
   }
 
   // Closes a connection refused without an answer, and accepts the next.
-  void Drop(WatchSession::Socket& socket) {
+  void Drop(SessionSocket& socket) {
     boost::system::error_code ignored;
     socket.close(ignored);
     DoAccept();
@@ -142,7 +143,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   // The Unix socket's allow-list (HttpServerOptions::peers), by the peer's
   // credentials as the kernel gives them (SO_PEERCRED).
-  bool PeerAllowed(WatchSession::Socket& socket) const {
+  bool PeerAllowed(SessionSocket& socket) const {
     const PeerPolicy& peers = context_->options.peers;
     if (!peers.restricted()) return true;
     pid_t pid = 0;
@@ -224,35 +225,6 @@ std::string RemoveStaleSocket(const std::string& path) {
 }
 
 }  // namespace
-
-bool SessionRegistry::Add(const std::shared_ptr<WatchSession>& session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return false;
-  sessions_[session.get()] = session;
-  return true;
-}
-
-void SessionRegistry::Remove(const WatchSession* session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  sessions_.erase(session);
-}
-
-std::vector<std::shared_ptr<WatchSession>> SessionRegistry::BeginStop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stopping_ = true;
-  std::vector<std::shared_ptr<WatchSession>> live;
-  for (auto& entry : sessions_) {
-    if (std::shared_ptr<WatchSession> session = entry.second.lock()) {
-      live.push_back(std::move(session));
-    }
-  }
-  return live;
-}
-
-size_t SessionRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sessions_.size();
-}
 
 struct HttpServer::Impl {
   Impl(net::io_context& io, std::shared_ptr<ServerContext> context)
@@ -369,7 +341,7 @@ void HttpServer::Stop() {
   }
   impl_->listeners.clear();
   // Sessions registered from now on end at once (SessionRegistry::Add).
-  for (const std::shared_ptr<WatchSession>& session :
+  for (const std::shared_ptr<Session>& session :
        impl_->context->sessions.BeginStop()) {
     session->Shutdown();
   }

@@ -1,9 +1,13 @@
 // fanout_client: many watchers in one process. Opens N watches on walwatch's
 // Unix socket, one connection each, and serves them all from one thread on
-// epoll, so that the client costs little next to what it measures. Each
-// connection's bytes go through Boost.Beast's HTTP response parser (header,
-// then chunked framing, body bytes handed over in place); the client splits
-// event lines and takes from each just what it needs:
+// epoll, so that the client costs little next to what it measures. The
+// requests and the parsing of the answers are those of the tests' one watch
+// client (tests/support/response_parser.h: Boost.Beast's response parser,
+// the header, then the chunked framing, body bytes handed over in place).
+// Its loop is its own: WatchHttpClient blocks on one connection and keeps
+// each line it reads, where this one reads thousands of sockets as they
+// become readable, splits event lines in the read buffer itself, and takes
+// from each just what it needs:
 //   * the type ({"type":"ERROR"...} counts as an error, with "code":410
 //     separately; BOOKMARK is counted);
 //   * metadata.resourceVersion (the line's last "resourceVersion"), which must increase along each stream (one
@@ -50,9 +54,7 @@
 
 #include <algorithm>
 #include <boost/beast/core/error.hpp>
-#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -63,7 +65,6 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,7 @@
 #include "bench_args.h"        // same directory
 #include "bench_util.h"        // same directory
 #include "latency_histogram.h"  // same directory
+#include "tests/support/response_parser.h"
 
 namespace {
 
@@ -83,6 +85,8 @@ using walwatch::bench::RealtimeNanos;
 using walwatch::bench::LatencyHistogram;
 using walwatch::bench::MakeHistogram;
 using walwatch::bench::Quantile;
+using walwatch::test_support::GetRequestBytes;
+using walwatch::test_support::ResponseParser;
 namespace http = boost::beast::http;
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -187,14 +191,21 @@ struct Totals {
   Latencies latency;
 };
 
+class Client;
+struct Conn;
+
+// What a connection's parser does with body data: hands it to the Client,
+// in place.
+struct BodyToClient {
+  Client* client;
+  Conn* conn;
+  void operator()(std::string_view body) const;
+};
+
 struct Conn {
   int fd = -1;
   size_t index = 0;
-  std::optional<http::response_parser<http::empty_body>> parser;
-  // Beast keeps a reference to its chunk-body callback: it lives here.
-  std::function<std::size_t(std::uint64_t, boost::beast::string_view,
-                            boost::beast::error_code&)>
-      on_body;
+  std::optional<ResponseParser<BodyToClient>> parser;
   std::string pending;  // bytes the parser has not taken yet
   std::string line;     // start of an event line split across reads
   bool header_done = false;
@@ -345,6 +356,10 @@ class Client {
   int64_t now_ns_ = 0;
 };
 
+void BodyToClient::operator()(std::string_view body) const {
+  client->OnBody(*conn, body);
+}
+
 struct Options {
   std::string socket;
   std::string etcd;  // HOST:PORT of etcd's JSON gateway, instead of --socket
@@ -457,11 +472,8 @@ int Connect(const Options& o, const std::string& path) {
     errno = e;
     return -1;
   }
-  std::string request = o.etcd.empty()
-                            ? "GET " + path +
-                                  " HTTP/1.1\r\nHost: localhost\r\n"
-                                  "Accept: application/json\r\n\r\n"
-                            : EtcdWatchRequest(path);
+  std::string request =
+      o.etcd.empty() ? GetRequestBytes(path) : EtcdWatchRequest(path);
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     int e = errno;
@@ -505,16 +517,8 @@ int main(int argc, char** argv) {
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->index = i;
-    c->parser.emplace();
-    c->parser->eager(true);
-    c->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
     Conn* raw = c.get();
-    c->on_body = [&client, raw](std::uint64_t, boost::beast::string_view body,
-                                boost::beast::error_code&) -> std::size_t {
-      client.OnBody(*raw, std::string_view(body.data(), body.size()));
-      return body.size();
-    };
-    c->parser->on_chunk_body(c->on_body);
+    c->parser.emplace(BodyToClient{&client, raw});
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = raw;
@@ -573,37 +577,25 @@ int main(int argc, char** argv) {
         in = c.pending;
       }
       boost::beast::error_code ec;
-      size_t used_total = 0;
-      while (used_total < in.size() && !c.parser->is_done()) {
-        size_t used = c.parser->put(
-            boost::asio::buffer(in.data() + used_total, in.size() - used_total),
-            ec);
-        used_total += used;
-        const bool more = ec == http::error::need_more;
-        if (more) ec = {};
-        if (ec) break;
-        // The header may end in the same put() that then needs more.
-        if (!c.header_done && c.parser->is_header_done()) {
-          c.header_done = true;
-          if (c.parser->get().result_int() != 200) {
-            if (bad_status++ == 0) {
-              std::fprintf(stderr, "fanout_client: answer %u on watcher %zu\n",
-                           c.parser->get().result_int(), c.index);
-            }
-            if (totals.first_error.empty()) {
-              totals.first_error =
-                  "HTTP " + std::to_string(c.parser->get().result_int());
-            }
-            ++totals.errors;
-            ec = http::error::end_of_stream;
-            break;
+      const size_t used_total = c.parser->Parse(in, &ec);
+      // The header may end in the same Parse() that then needs more.
+      if (!ec && !c.header_done && c.parser->header_done()) {
+        c.header_done = true;
+        if (c.parser->status() != 200) {
+          if (bad_status++ == 0) {
+            std::fprintf(stderr, "fanout_client: answer %u on watcher %zu\n",
+                         c.parser->status(), c.index);
           }
+          if (totals.first_error.empty()) {
+            totals.first_error = "HTTP " + std::to_string(c.parser->status());
+          }
+          ++totals.errors;
+          ec = http::error::end_of_stream;
+        } else {
           ++headers;
         }
-        if (more) break;
-        if (used == 0) break;
       }
-      if (ec || c.parser->is_done()) {
+      if (ec || c.parser->done()) {
         close_conn(c, true);
         continue;
       }

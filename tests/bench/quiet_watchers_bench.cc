@@ -14,7 +14,7 @@
 //                       append evicts) into a log with no watcher at all
 //                       ("bare") and into one with 1,000 watchers of ~30
 //                       quiet resources waiting (AddWatcher, and
-//                       WaitForAppendOf with an owner, as WatchSession
+//                       WaitForAppendOf with an owner, as WatchStream
 //                       does). Counters: bare_ns_per_txn, watched_ns_per_txn,
 //                       watched_over_bare (1.0: the waiters cost nothing);
 //                       quiet_wakes must stay 0.
@@ -61,7 +61,7 @@ namespace {
 
 constexpr size_t kClusters = 4;
 constexpr size_t kNamespaces = 8;
-constexpr size_t kEventsPerRead = 256;  // WatchSession's (watch_stream.cc)
+constexpr size_t kEventsPerRead = 256;  // WatchStream's (watch_stream.cc)
 constexpr size_t kTxnsPerBlock = 256;   // BM_HotAppend's per arm and iteration
 
 size_t EnvSize(const char* name, size_t fallback) {
@@ -358,7 +358,7 @@ void BM_WatcherTurn(benchmark::State& state) {
   auto quiet_turns = [&] {
     auto t0 = std::chrono::steady_clock::now();
     for (const EventLog::Selection& s : f.quiet) {
-      // A bookmark comes due (WatchSession::Pump): step over the others'
+      // A bookmark comes due (WatchStream::Pump): step over the others'
       // events, say where the watch stands, then read: nothing.
       uint64_t seq = f.log.SkipOtherResources(f.quiet_seq, s);
       sink += f.log.ResumeRvAt(seq);

@@ -1,5 +1,5 @@
 // Fuzz target: the bytes a client sends on a walwatch connection, taken the
-// way WatchSession takes them, without sockets.
+// way HttpSession takes them, without sockets.
 //
 // The input is the byte stream of one connection. It is read with Beast's
 // http::read into the session's RequestParser<string_body> (Beast's
@@ -7,7 +7,7 @@
 // (header_limit = HttpServerOptions::max_header_bytes, body_limit 8 KiB, a
 // flat_buffer of the session's size); each request that parses goes through
 // ParseRequest, then WatchFilter::Create for a watch, and its error, if any,
-// through StatusJson, as WatchSession::HandleRequest does. Pipelined requests
+// through StatusJson, as HttpSession::HandleRequest does. Pipelined requests
 // are read one after another from the same buffer, as on a keep-alive
 // connection.
 //
@@ -56,7 +56,7 @@ namespace http = beast::http;
 using walwatch::fuzz::Escaped;
 using walwatch::fuzz::HasNoControlBytes;
 
-// WatchSession's limits (watchserver/watch_session.cc, http_server.h).
+// HttpSession's limits (watchserver/http_session.cc, http_server_options.h).
 const size_t kMaxHeaderBytes = walwatch::HttpServerOptions().max_header_bytes;
 constexpr size_t kMaxRequestBodyBytes = 8 * 1024;
 const size_t kBufferBytes = kMaxHeaderBytes + kMaxRequestBodyBytes + 4096;
@@ -122,7 +122,7 @@ std::string Describe(const ReadOutcome& r) {
          std::to_string(r.version) + (r.keep_alive ? " keep-alive" : "");
 }
 
-// Reads requests from `data` as WatchSession::DoReadRequest does, until an
+// Reads requests from `data` as HttpSession::DoReadRequest does, until an
 // error or until the connection would close.
 std::vector<ReadOutcome> ReadConnection(std::string_view data, size_t chunk) {
   InputStream stream(data, chunk);
@@ -190,7 +190,7 @@ void CheckStatusBody(const walwatch::RequestError& error) {
   FUZZ_CHECK(parsed["reason"] == error.reason, Escaped(body));
 }
 
-// WatchSession::HandleRequest for one request, minus the sending.
+// HttpSession::HandleRequest for one request, minus the sending.
 void HandleRequest(const ReadOutcome& r) {
   walwatch::ParsedRequest parsed = walwatch::ParseRequest(r.method, r.target);
   if (parsed.error) {
@@ -316,7 +316,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   for (const ReadOutcome& r : whole) {
     if (r.ec) {
-      // What WatchSession::OnRequestError answers needs no parsing; its
+      // What HttpSession::OnRequestError answers needs no parsing; its
       // message is Beast's, not the client's.
       break;
     }

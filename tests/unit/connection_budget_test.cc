@@ -15,8 +15,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -28,40 +26,21 @@
 #include <vector>
 
 #include "cdc/model/event.h"
-#include "cdc/model/resource_catalog.h"
+#include "tests/unit/support/http_server_fixture.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
-#include "watchserver/metrics.h"
 
 namespace walwatch {
 namespace {
 
 using namespace std::chrono_literals;
+using server_test::kFloorRv;
+using server_test::Sample;
 
-constexpr uint64_t kFloorRv = 100;
-
-// Polls `condition` until it holds or `limit` passes.
+// Polls `condition` every 2 ms until it holds or `limit` passes.
 template <class Condition>
 bool WaitFor(Condition condition, std::chrono::milliseconds limit = 10000ms) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
-
-// The value of one sample in a Prometheus text scrape, or -1 if absent.
-double Sample(const std::string& scrape, const std::string& name_and_labels) {
-  std::string prefix = name_and_labels + " ";
-  size_t at = 0;
-  while ((at = scrape.find(prefix, at)) != std::string::npos) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + prefix.size()));
-    }
-    at += prefix.size();
-  }
-  return -1;
+  return server_test::WaitFor(condition, limit, 2ms);
 }
 
 // A pod's watch event line (with its '\n'), padded to about `padding` bytes.
@@ -248,35 +227,14 @@ class GaugePeak {
   std::thread thread_;
 };
 
-class ConnectionBudgetTest : public ::testing::Test {
+// The server fixture (tests/unit/support/http_server_fixture.h) with an
+// event log of 64 MiB and metrics, and raw clients.
+class ConnectionBudgetTest
+    : public server_test::HttpServerTestWithLog<size_t{64} << 20> {
  protected:
   void SetUp() override {
-    char dir_template[] = "/tmp/walwatch-budget-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template), nullptr);
-    dir_ = dir_template;
-    options_.socket_path = dir_ + "/walwatch.sock";
+    HttpServerTestWithLog::SetUp();
     options_.metrics = &metrics_;
-    catalog_.Add({"", "v1", "pods"}, "Pod");
-  }
-
-  void TearDown() override {
-    if (server_) {
-      server_->Stop();
-      EXPECT_TRUE(WaitFor([&] { return server_->active_sessions() == 0; }));
-    }
-    work_.reset();
-    io_.stop();
-    for (std::thread& t : threads_) t.join();
-    server_.reset();
-    std::remove(options_.socket_path.c_str());
-    rmdir(dir_.c_str());
-  }
-
-  void StartServer() {
-    server_ =
-        std::make_unique<HttpServer>(io_, log_, catalog_, options_, nullptr);
-    ASSERT_EQ(server_->Start(), "");
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
   }
 
   std::unique_ptr<RawClient> Connect() {
@@ -328,19 +286,6 @@ class ConnectionBudgetTest : public ::testing::Test {
     }
     return lines;
   }
-
-  std::string dir_;
-  HttpServerOptions options_;
-  EventLog log_{size_t{64} << 20, kFloorRv};
-  ResourceCatalog catalog_;
-  boost::asio::io_context io_;
-  std::optional<
-      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
-      work_{io_.get_executor()};
-  std::vector<std::thread> threads_;
-  // Outlives the server: sessions still closing report to it.
-  Metrics metrics_;
-  std::unique_ptr<HttpServer> server_;
 };
 
 // Forty clients each send 200 KiB of header, 8 KiB at a time, and never end

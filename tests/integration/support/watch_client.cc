@@ -1,52 +1,27 @@
 #include "tests/integration/support/watch_client.h"
 
+#include <boost/asio/error.hpp>
 #include <cstdint>
-#include <functional>
-#include <limits>
+#include <memory>
 #include <optional>
+#include <string_view>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http.hpp>
+#include "tests/support/watch_http_client.h"
 
 namespace walwatch::itest {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using UnixSocket = net::local::stream_protocol::socket;
+using test_support::WatchHttpClient;
 
 namespace {
 
-// Runs `ioc` until `done` or `deadline`. On the deadline, cancels the
-// socket's operations and drains their handlers; returns false.
-bool RunUntil(net::io_context& ioc, UnixSocket& socket, const bool& done,
-              Clock::time_point deadline) {
-  ioc.restart();
-  while (!done && Clock::now() < deadline) {
-    if (ioc.run_one_until(deadline) == 0 && ioc.stopped()) break;
-  }
-  if (done) return true;
-  beast::error_code ignored;
-  socket.cancel(ignored);
-  ioc.restart();
-  while (!done && ioc.run_one() > 0) {
-  }
-  return false;
+std::string Shorten(std::string_view s, size_t max = 2000) {
+  return s.size() <= max ? std::string(s)
+                         : std::string(s.substr(0, max)) + "...(" +
+                               std::to_string(s.size()) + " bytes)";
 }
 
-std::string Shorten(const std::string& s, size_t max = 2000) {
-  return s.size() <= max ? s : s.substr(0, max) + "...(" +
-                                   std::to_string(s.size()) + " bytes)";
-}
-
-http::request<http::empty_body> MakeRequest(const std::string& target) {
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, "localhost");
-  req.set(http::field::user_agent, "walwatch-integration-test");
-  req.set(http::field::accept, "application/json");
-  return req;
+bool TimedOut(const WatchHttpClient& client) {
+  return client.last_error() == boost::asio::error::timed_out;
 }
 
 }  // namespace
@@ -56,50 +31,36 @@ http::request<http::empty_body> MakeRequest(const std::string& target) {
 HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
                      Clock::time_point deadline) {
   HttpResponse out;
-  net::io_context ioc;
-  UnixSocket socket(ioc);
-  beast::error_code ec;
-  socket.connect(net::local::stream_protocol::endpoint(socket_path), ec);
-  if (ec) {
-    out.error = "connect " + socket_path + ": " + ec.message();
+  WatchHttpClient client(socket_path);
+  if (!client.connected()) {
+    out.error =
+        "connect " + socket_path + ": " + client.connect_error().message();
     return out;
   }
-  auto req = MakeRequest(target);
-  http::write(socket, req, ec);
-  if (ec) {
-    out.error = "write request: " + ec.message();
+  if (!client.Get(target)) {
+    out.error = "write request: " + client.last_error().message();
     return out;
   }
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024 * 1024);
-  bool done = false;
-  http::async_read(socket, buffer, parser,
-                   [&](beast::error_code e, size_t) {
-                     ec = e;
-                     done = true;
-                   });
-  if (!RunUntil(ioc, socket, done, deadline)) {
-    out.error = "timed out reading the response to GET " + target;
+  if (!client.ReadResponse(deadline)) {
+    out.error = TimedOut(client)
+                    ? "timed out reading the response to GET " + target
+                    : "reading the response to GET " + target + ": " +
+                          client.last_error().message();
     return out;
   }
-  if (ec) {
-    out.error = "reading the response to GET " + target + ": " + ec.message();
-    return out;
-  }
-  const auto& res = parser.get();
   out.ok = true;
-  out.status = static_cast<int>(res.result_int());
-  out.content_type = std::string(res[http::field::content_type]);
-  out.chunked = res.chunked();
-  out.body = res.body();
+  out.status = static_cast<int>(client.status());
+  out.content_type = client.header("Content-Type");
+  out.chunked = client.chunked();
+  out.body = std::string(client.body());
   return out;
 }
 
 std::string WatchTarget(const std::string& path,
                         std::optional<uint64_t> resource_version) {
   std::string t = path + "?watch=1";
-  if (resource_version) t += "&resourceVersion=" + std::to_string(*resource_version);
+  if (resource_version)
+    t += "&resourceVersion=" + std::to_string(*resource_version);
   return t;
 }
 
@@ -138,113 +99,63 @@ std::string WatchEvent::member_rv() const {
 // ---------------------------------------------------------------------------
 // WatchClient
 
-struct WatchClient::Impl {
-  net::io_context ioc;
-  UnixSocket socket{ioc};
-  beast::flat_buffer buffer;
-  std::optional<http::response_parser<http::string_body>> parser;
-  // Must outlive the parser: Beast keeps a reference to it.
-  std::function<size_t(uint64_t, beast::string_view, beast::error_code&)>
-      on_chunk_body;
-
-  // One read_some of the parser within the deadline. nullopt on timeout.
-  std::optional<beast::error_code> ReadSome(Clock::time_point deadline) {
-    bool done = false;
-    beast::error_code ec;
-    http::async_read_some(socket, buffer, *parser,
-                          [&](beast::error_code e, size_t) {
-                            ec = e;
-                            done = true;
-                          });
-    if (!RunUntil(ioc, socket, done, deadline)) return std::nullopt;
-    return ec;
-  }
-};
-
-WatchClient::WatchClient() : impl_(std::make_unique<Impl>()) {}
+WatchClient::WatchClient() = default;
 WatchClient::~WatchClient() = default;
 
 ::testing::AssertionResult WatchClient::Open(const std::string& socket_path,
                                              const std::string& target,
                                              Clock::time_point deadline) {
   target_ = target;
-  beast::error_code ec;
-  impl_->socket.connect(net::local::stream_protocol::endpoint(socket_path),
-                        ec);
-  if (ec) {
+  client_ = std::make_unique<WatchHttpClient>(socket_path);
+  if (!client_->connected()) {
+    return ::testing::AssertionFailure() << "connect " << socket_path << ": "
+                                         << client_->connect_error().message();
+  }
+  if (!client_->Get(target)) {
     return ::testing::AssertionFailure()
-           << "connect " << socket_path << ": " << ec.message();
+           << "write request: " << client_->last_error().message();
   }
-  auto req = MakeRequest(target);
-  http::write(impl_->socket, req, ec);
-  if (ec) {
-    return ::testing::AssertionFailure() << "write request: " << ec.message();
-  }
-
-  impl_->parser.emplace();
-  // Not boost::none: Boost 1.74 compares a Content-Length against the
-  // optional itself, and every length is "greater" than none.
-  impl_->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-  impl_->on_chunk_body = [this](uint64_t /*remain*/, beast::string_view body,
-                                beast::error_code& /*ec*/) {
-    pending_.append(body.data(), body.size());
-    return body.size();
-  };
-  impl_->parser->on_chunk_body(impl_->on_chunk_body);
-
-  bool done = false;
-  http::async_read_header(impl_->socket, impl_->buffer, *impl_->parser,
-                          [&](beast::error_code e, size_t) {
-                            ec = e;
-                            done = true;
-                          });
-  if (!RunUntil(impl_->ioc, impl_->socket, done, deadline)) {
-    return ::testing::AssertionFailure()
-           << "no response header for GET " << target << " before the deadline";
-  }
-  if (ec) {
+  if (!client_->ReadHeader(deadline)) {
+    if (TimedOut(*client_)) {
+      return ::testing::AssertionFailure() << "no response header for GET "
+                                           << target << " before the deadline";
+    }
     return ::testing::AssertionFailure()
            << "reading the response header for GET " << target << ": "
-           << ec.message();
+           << client_->last_error().message();
   }
-  const auto& res = impl_->parser->get();
-  status_ = static_cast<int>(res.result_int());
-  content_type_ = std::string(res[http::field::content_type]);
-  chunked_ = impl_->parser->chunked();
+  status_ = static_cast<int>(client_->status());
+  content_type_ = client_->header("Content-Type");
+  chunked_ = client_->chunked();
   if (status_ == 200) return ::testing::AssertionSuccess();
 
   // Not a stream: read the whole body.
-  while (!impl_->parser->is_done()) {
-    auto r = impl_->ReadSome(deadline);
-    if (!r) {
+  if (!client_->ReadBody(deadline)) {
+    if (TimedOut(*client_)) {
       return ::testing::AssertionFailure()
              << "HTTP " << status_ << " body for GET " << target
-             << " not complete before the deadline; got: " << Shorten(pending_);
+             << " not complete before the deadline; got: "
+             << Shorten(client_->body());
     }
-    if (*r) {
-      return ::testing::AssertionFailure()
-             << "reading the HTTP " << status_ << " body for GET " << target
-             << ": " << r->message();
-    }
+    return ::testing::AssertionFailure()
+           << "reading the HTTP " << status_ << " body for GET " << target
+           << ": " << client_->last_error().message();
   }
-  body_ = impl_->parser->get().body() + pending_;
-  pending_.clear();
+  body_ = std::string(client_->body());
   return ::testing::AssertionSuccess();
 }
 
 WatchClient::Result WatchClient::Next(WatchEvent* event,
                                       Clock::time_point deadline) {
   error_.clear();
-  for (;;) {
-    // A 200 body without chunked framing lands in the parser's body.
-    if (impl_->parser && !impl_->parser->get().body().empty()) {
-      pending_ += impl_->parser->get().body();
-      impl_->parser->get().body().clear();
-    }
-    auto nl = pending_.find('\n');
-    if (nl != std::string::npos) {
-      event->raw = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
+  if (!client_) {
+    error_ = "watch not open";
+    return Result::kError;
+  }
+  const WatchHttpClient::Next next = client_->NextLine(&event->raw, deadline);
+  pending_ = std::string(client_->body());
+  switch (next) {
+    case WatchHttpClient::Next::kLine: {
       auto parsed = nlohmann::json::parse(event->raw, nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object() ||
           !parsed.contains("type") || !parsed["type"].is_string() ||
@@ -256,29 +167,24 @@ WatchClient::Result WatchClient::Next(WatchEvent* event,
       event->object = std::move(parsed["object"]);
       return Result::kEvent;
     }
-    if (!impl_->parser) {
-      error_ = "watch not open";
-      return Result::kError;
-    }
-    if (impl_->parser->is_done()) {
+    case WatchHttpClient::Next::kEnd:
       if (!pending_.empty()) {
         error_ = "stream ended inside an event: " + Shorten(pending_);
         return Result::kError;
       }
       return Result::kEnd;
-    }
-    auto r = impl_->ReadSome(deadline);
-    if (!r) return Result::kTimeout;
-    if (*r) {
-      if (*r == http::error::end_of_stream || *r == net::error::eof) {
-        error_ = "the server closed the connection without the final chunk";
-      } else {
-        error_ = "reading the stream: " + r->message();
-      }
-      if (!pending_.empty()) error_ += "; partial line: " + Shorten(pending_);
-      return Result::kError;
-    }
+    case WatchHttpClient::Next::kTimeout:
+      return Result::kTimeout;
+    case WatchHttpClient::Next::kError:
+      break;
   }
+  if (client_->last_error() == boost::asio::error::eof) {
+    error_ = "the server closed the connection without the final chunk";
+  } else {
+    error_ = "reading the stream: " + client_->last_error().message();
+  }
+  if (!pending_.empty()) error_ += "; partial line: " + Shorten(pending_);
+  return Result::kError;
 }
 
 ::testing::AssertionResult WatchClient::NextEvent(WatchEvent* event,
@@ -296,8 +202,7 @@ WatchClient::Result WatchClient::Next(WatchEvent* event,
     case Result::kError:
       break;
   }
-  return ::testing::AssertionFailure()
-         << "watch " << target_ << ": " << error_;
+  return ::testing::AssertionFailure() << "watch " << target_ << ": " << error_;
 }
 
 ::testing::AssertionResult WatchClient::ExpectEnd(Clock::time_point deadline) {
@@ -308,15 +213,16 @@ WatchClient::Result WatchClient::Next(WatchEvent* event,
     case Result::kEvent:
       return ::testing::AssertionFailure()
              << "watch " << target_
-             << ": expected the end of the stream, got event " << Shorten(event.raw);
+             << ": expected the end of the stream, got event "
+             << Shorten(event.raw);
     case Result::kTimeout:
       return ::testing::AssertionFailure()
-             << "watch " << target_ << ": the stream did not end before the deadline";
+             << "watch " << target_
+             << ": the stream did not end before the deadline";
     case Result::kError:
       break;
   }
-  return ::testing::AssertionFailure()
-         << "watch " << target_ << ": " << error_;
+  return ::testing::AssertionFailure() << "watch " << target_ << ": " << error_;
 }
 
 }  // namespace walwatch::itest

@@ -1,7 +1,9 @@
-// A blocking Kubernetes watch client over walwatch's Unix socket, for tests.
-// HTTP is parsed by Boost.Beast (response_parser with an on_chunk_body
-// callback); this code only splits the body into lines, as client-go's
-// stream decoder sees them. Every call takes a deadline.
+// A blocking Kubernetes watch client over walwatch's Unix socket, for the
+// integration tests: WatchClient and HttpGet, an API of their own over the
+// one client of tests/ (tests/support/watch_http_client.h), which reads and
+// parses the HTTP (Boost.Beast) and splits a watch's body into lines, as
+// client-go's stream decoder sees them. Here each line becomes a WatchEvent.
+// Every call takes a deadline.
 //
 // Thread safety: one thread per object. Boost headers stay in the .cc.
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_WATCH_CLIENT_H_
@@ -15,6 +17,10 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+namespace walwatch::test_support {
+class WatchHttpClient;
+}
 
 namespace walwatch::itest {
 
@@ -92,14 +98,13 @@ class WatchClient {
   const std::string& target() const { return target_; }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<test_support::WatchHttpClient> client_;
   std::string target_;
   int status_ = 0;
   std::string content_type_;
   bool chunked_ = false;
   std::string body_;
-  std::string pending_;  // body bytes not yet split into lines
+  std::string pending_;  // body bytes after the last whole line
   std::string error_;
 };
 

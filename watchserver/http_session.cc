@@ -1,8 +1,9 @@
-// WatchSession: lifetime, requests, plain responses and the RV endpoints.
-// The watch itself is in watch_stream.cc.
-#include "watchserver/watch_session.h"
+// HttpSession: lifetime, requests, plain responses, the RV endpoints, and a
+// watch up to the hand-over of its connection to a WatchStream.
+#include "watchserver/http_session.h"
 
 #include <algorithm>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/http/error.hpp>
@@ -12,10 +13,14 @@
 #include <stdexcept>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
+#include "cdc/model/resource_catalog.h"
 #include "watchserver/event_log.h"
+#include "watchserver/metrics.h"
+#include "watchserver/watch_filter.h"
 
 namespace walwatch {
 
@@ -27,18 +32,13 @@ namespace {
 
 // A connection may sit this long between requests (or in one request).
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
-// How long a refused connection (WatchSession::Refuse) has to send its
+// How long a refused connection (HttpSession::Refuse) has to send its
 // request before it is closed without an answer, and the most header bytes
 // read from it.
 constexpr auto kRefusedRequestTimeout = std::chrono::seconds(2);
 constexpr size_t kRefusedMaxHeaderBytes = 64 * 1024;
 // Watch requests have no body; anything beyond this is refused with 413.
 constexpr size_t kMaxRequestBodyBytes = 8 * 1024;
-// A write the client does not drain within this long ends the connection
-// (a watcher that stopped reading); during Stop() the budget is shorter.
-constexpr auto kWriteStallTimeout = std::chrono::seconds(30);
-static_assert(kWriteStallTimeout > WatchSession::kSpillRetryDelay);
-constexpr auto kShutdownWriteGrace = std::chrono::seconds(2);
 
 bool IsHttpParseError(const boost::system::error_code& ec) {
   return ec.category() ==
@@ -47,25 +47,13 @@ bool IsHttpParseError(const boost::system::error_code& ec) {
 
 }  // namespace
 
-void LogBufferBudgetRefusal(const char* what, size_t limit) {
-  static std::atomic<int64_t> last_logged{INT64_MIN};
-  const int64_t now = Clock::now().time_since_epoch().count();
-  const int64_t interval =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(10))
-          .count();
-  int64_t last = last_logged.load();
-  if (last != INT64_MIN && now - last < interval) return;
-  if (!last_logged.compare_exchange_strong(last, now)) return;
-  LogWarn(what, {{"limit", static_cast<uint64_t>(limit)}});
-}
-
 // ---------------------------------------------------------------------------
 // Lifetime and plumbing
 
-WatchSession::WatchSession(Socket socket,
-                           std::shared_ptr<ServerContext> context,
-                           std::string client)
-    : strand_(socket.get_executor()),
+HttpSession::HttpSession(SessionSocket socket,
+                         std::shared_ptr<ServerContext> context,
+                         std::string client)
+    : StrandSession(socket.get_executor()),
       socket_(std::move(socket)),
       context_(std::move(context)),
       budget_account_(&context_->buffer_budget),
@@ -74,12 +62,10 @@ WatchSession::WatchSession(Socket socket,
       buffer_(context_->options.max_header_bytes + kMaxRequestBodyBytes + 4096,
               BudgetAlloc(&budget_account_)),
       deadline_(strand_),
-      bookmark_timer_(strand_),
-      write_timer_(strand_),
-      spill_(BudgetAlloc(&budget_account_)),
+      write_(strand_),
       client_(std::move(client)) {}
 
-WatchSession::~WatchSession() {
+HttpSession::~HttpSession() {
   // Close() cancelled the state stream; this is for a session that never
   // got there (an exception while being set up).
   if (state_stream_) state_stream_->Cancel();
@@ -87,19 +73,19 @@ WatchSession::~WatchSession() {
   context_->sessions.Remove(this);
 }
 
-void WatchSession::Start() {
+void HttpSession::Start() {
   if (!context_->sessions.Add(shared_from_this())) {
-    net::dispatch(strand_, Bind(&WatchSession::Close));
+    net::dispatch(strand_, Bind(&HttpSession::Close));
     return;
   }
-  net::dispatch(strand_, Bind(&WatchSession::DoReadRequest));
+  net::dispatch(strand_, Bind(&HttpSession::DoReadRequest));
 }
 
-void WatchSession::Shutdown() {
-  net::post(strand_, Bind(&WatchSession::OnShutdown));
+void HttpSession::Shutdown() {
+  net::post(strand_, Bind(&HttpSession::OnShutdown));
 }
 
-void WatchSession::OnShutdown() {
+void HttpSession::OnShutdown() {
   shutdown_requested_ = true;
   switch (phase_) {
     case Phase::kReadingRequest:
@@ -107,48 +93,26 @@ void WatchSession::OnShutdown() {
       break;
     case Phase::kResponding:
       // OnWriteResponse closes after this response.
-      ArmWriteTimer(kShutdownWriteGrace);
+      write_.Arm(kShutdownWriteGrace, Bind(&HttpSession::OnWriteStalled));
       break;
     case Phase::kWaitingForRv:
     case Phase::kWaitingForState:
       GiveUpWaitingForState(
           ServiceUnavailableStatus("walwatch is shutting down"));
       break;
-    case Phase::kStreaming:
-      if (!ending_) SetEndReason(WatchEndReason::kShutdown);
-      finish_requested_ = true;
-      if (write_in_flight_) {
-        ArmWriteTimer(kShutdownWriteGrace);
-      } else {
-        Pump();
-      }
-      break;
+    case Phase::kHandedOver:
     case Phase::kClosed:
       break;
   }
 }
 
-void WatchSession::BeginWrite() {
-  write_in_flight_ = true;
-  ArmWriteTimer(shutdown_requested_ ? kShutdownWriteGrace
-                                    : kWriteStallTimeout);
+void HttpSession::OnWriteStalled(ErrorCode ec) {
+  if (!write_.Overran(ec)) return;
+  LogWarn("closing a connection whose client stopped reading");
+  Close();
 }
 
-void WatchSession::EndWrite() {
-  write_in_flight_ = false;
-  if (write_timer_armed_) {
-    write_timer_armed_ = false;
-    write_timer_.cancel();
-  }
-}
-
-void WatchSession::ArmWriteTimer(Clock::duration after) {
-  write_timer_armed_ = true;
-  write_timer_.expires_after(after);
-  write_timer_.async_wait(Bind(&WatchSession::OnWriteStalled));
-}
-
-void WatchSession::AbandonStateRequest() {
+void HttpSession::AbandonStateRequest() {
   ++answer_token_;
   if (state_request_wanted_) {
     state_request_wanted_->store(false);
@@ -156,51 +120,12 @@ void WatchSession::AbandonStateRequest() {
   }
 }
 
-void WatchSession::OnWriteStalled(ErrorCode ec) {
-  if (ec == net::error::operation_aborted || !write_in_flight_) return;
-  // An expiry queued before its write completed: cancel() came too late
-  // to abort it. Disarmed, it does not bound the write now in flight;
-  // re-armed, the new expiry lies ahead.
-  if (!write_timer_armed_ || write_timer_.expiry() > Clock::now()) return;
-  if (spill_deferred_ && !shutdown_requested_) {
-    // The events of a write that found the buffer budget full: copy them
-    // now, or end the watcher if there is still no room.
-    if (RetryDeferredSpill()) return;
-    // Its full socket cannot take the 410, so it gets a connection closed
-    // mid-stream, which client-go sees and answers with a new watch.
-    ++context_->buffer_refused_watch;
-    LogBufferBudgetRefusal("ending a stalled watcher: the connection buffer "
-                           "budget has no room for its pending write "
-                           "(--max-connection-buffer-bytes)",
-                           context_->options.max_connection_buffer_bytes);
-    SetEndReason(WatchEndReason::kBacklog);
-    return Close();
-  }
-  LogWarn("closing a connection whose client stopped reading");
-  // A slow watcher, dropped without the 410 its full socket cannot take.
-  SetEndReason(WatchEndReason::kBacklog);
-  Close();
+void HttpSession::ArmDeadline(Clock::duration after) {
+  deadline_.expires_at(Clock::now() + after);
+  deadline_.async_wait(Bind(&HttpSession::OnDeadline));
 }
 
-bool WatchSession::RetryDeferredSpill() {
-  if (!SpillRest()) return false;
-  spill_deferred_ = false;
-  // The write waits for its client as any other, from now on.
-  ArmWriteTimer(shutdown_requested_ ? kShutdownWriteGrace
-                                    : kWriteStallTimeout - kSpillRetryDelay);
-  return true;
-}
-
-void WatchSession::ArmDeadline(Clock::duration after) {
-  ArmDeadlineAt(Clock::now() + after);
-}
-
-void WatchSession::ArmDeadlineAt(Clock::time_point at) {
-  deadline_.expires_at(at);
-  deadline_.async_wait(Bind(&WatchSession::OnDeadline));
-}
-
-void WatchSession::OnDeadline(ErrorCode ec) {
+void HttpSession::OnDeadline(ErrorCode ec) {
   if (ec == net::error::operation_aborted) return;
   // A handler already queued when the timer was re-armed: not our deadline.
   if (deadline_.expiry() > Clock::now()) return;
@@ -211,7 +136,7 @@ void WatchSession::OnDeadline(ErrorCode ec) {
     case Phase::kWaitingForRv: {
       context_->log.CancelWaitForRv(rv_wait_id_);
       rv_wait_id_ = 0;
-      uint64_t rv = *watch_.resource_version;
+      uint64_t rv = *watch_->watch.resource_version;
       uint64_t current = context_->log.current_rv();
       if (rv <= current) {
         ResourceVersionReached();
@@ -226,19 +151,15 @@ void WatchSession::OnDeadline(ErrorCode ec) {
               ? "the initial state was not ready in time; retry"
               : "walwatch's state readers did not answer in time; retry"));
       break;
-    case Phase::kStreaming:
-      if (!ending_) SetEndReason(WatchEndReason::kTimeout);
-      finish_requested_ = true;
-      Pump();
-      break;
     case Phase::kResponding:
+    case Phase::kHandedOver:
     case Phase::kClosed:
       break;
   }
 }
 
-void WatchSession::Close() {
-  if (phase_ == Phase::kClosed) return;
+void HttpSession::Close() {
+  if (phase_ == Phase::kClosed || phase_ == Phase::kHandedOver) return;
   phase_ = Phase::kClosed;
   AbandonStateRequest();
   if (state_stream_) {
@@ -253,30 +174,16 @@ void WatchSession::Close() {
     refusal_.reset();
     --context_->refusing;
   }
-  if (watch_counted_) {
-    watch_counted_ = false;
-    context_->log.RemoveWatcher(resource_key_);
-    if (Metrics* metrics = context_->options.metrics) {
-      metrics->WatchEnded(watch_.group, watch_.version, watch_.resource,
-                          end_reason_.value_or(WatchEndReason::kError));
-    }
-  }
-  try {
+  CloseConnection(socket_, [&] {
     deadline_.cancel();
-    bookmark_timer_.cancel();
-    write_timer_.cancel();
-  } catch (const std::exception&) {
-    // Cancelling can only fail if the timer is broken; closing matters more.
-  }
-  ErrorCode ignored;
-  socket_.shutdown(Socket::shutdown_both, ignored);
-  socket_.close(ignored);
+    write_.Cancel();
+  });
 }
 
 // ---------------------------------------------------------------------------
 // Requests and plain responses
 
-void WatchSession::DoReadRequest() {
+void HttpSession::DoReadRequest() {
   if (shutdown_requested_) return Close();
   phase_ = Phase::kReadingRequest;
   request_ = {};  // an error answer must not take the last request's method
@@ -290,10 +197,10 @@ void WatchSession::DoReadRequest() {
   parser_->body_limit(kMaxRequestBodyBytes);
   ArmDeadline(refusal_ ? kRefusedRequestTimeout : kIdleTimeout);
   http::async_read(socket_, buffer_, *parser_,
-                   Bind(&WatchSession::OnReadRequest));
+                   Bind(&HttpSession::OnReadRequest));
 }
 
-void WatchSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
+void HttpSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
   if (phase_ != Phase::kReadingRequest) return;  // closed meanwhile
   deadline_.cancel();
   if (ec) return OnRequestError(ec);
@@ -308,7 +215,7 @@ void WatchSession::OnReadRequest(ErrorCode ec, size_t /*bytes*/) {
   HandleRequest();
 }
 
-void WatchSession::ReleaseRequestBuffer() {
+void HttpSession::ReleaseRequestBuffer() {
   if (buffer_.size() == 0) {
     // Frees it all: a watch, or a connection between requests, holds none
     // of the budget. The next request starts again from 512 bytes.
@@ -322,7 +229,7 @@ void WatchSession::ReleaseRequestBuffer() {
   }
 }
 
-void WatchSession::OnRequestError(ErrorCode ec) {
+void HttpSession::OnRequestError(ErrorCode ec) {
   if (budget_account_.refused()) {
     // The request needed more memory than the connection buffer budget
     // has left: overload, not a bad request. Its bytes are let go of
@@ -332,14 +239,14 @@ void WatchSession::OnRequestError(ErrorCode ec) {
     request_ = {};
     buffer_.clear();
     ReleaseRequestBuffer();
-    LogBufferBudgetRefusal("answering a request 429: the connection buffer "
-                           "budget is exhausted "
-                           "(--max-connection-buffer-bytes)",
-                           context_->options.max_connection_buffer_bytes);
-    return SendStatus(
-        BufferBudgetExhaustedStatus(
-            context_->options.max_connection_buffer_bytes),
-        /*keep_alive=*/false);
+    LogBufferBudgetRefusal(
+        "answering a request 429: the connection buffer "
+        "budget is exhausted "
+        "(--max-connection-buffer-bytes)",
+        context_->options.max_connection_buffer_bytes);
+    return SendStatus(BufferBudgetExhaustedStatus(
+                          context_->options.max_connection_buffer_bytes),
+                      /*keep_alive=*/false);
   }
   if (ec == http::error::header_limit) {
     return SendStatus({431, "RequestEntityTooLarge",
@@ -362,7 +269,7 @@ void WatchSession::OnRequestError(ErrorCode ec) {
   Close();
 }
 
-void WatchSession::HandleRequest() {
+void HttpSession::HandleRequest() {
   if (refusal_) return SendStatus(*refusal_, /*keep_alive=*/false);
   beast::string_view method = request_.method_string();
   beast::string_view target = request_.target();
@@ -395,7 +302,8 @@ void WatchSession::HandleRequest() {
                            std::nullopt},
                           /*keep_alive=*/false);
       }
-      watch_ = std::move(parsed.watch);
+      watch_.emplace();
+      watch_->watch = std::move(parsed.watch);
       // Parsed: a watch does not keep its target (a long selector may be
       // most of --max-header-bytes) for its life.
       request_.target(beast::string_view());
@@ -403,8 +311,8 @@ void WatchSession::HandleRequest() {
   }
 }
 
-void WatchSession::SendStatus(const K8sStatus& status, bool keep_alive,
-                              const char* allow) {
+void HttpSession::SendStatus(const K8sStatus& status, bool keep_alive,
+                             const char* allow) {
   response_.emplace();
   response_->result(static_cast<unsigned>(status.code));
   if (*allow != '\0') response_->set(http::field::allow, allow);
@@ -419,7 +327,7 @@ void WatchSession::SendStatus(const K8sStatus& status, bool keep_alive,
   SendResponse(keep_alive);
 }
 
-void WatchSession::SendText(unsigned code, std::string body, bool keep_alive) {
+void HttpSession::SendText(unsigned code, std::string body, bool keep_alive) {
   response_.emplace();
   response_->result(code);
   response_->set(http::field::content_type, "text/plain; charset=utf-8");
@@ -428,7 +336,7 @@ void WatchSession::SendText(unsigned code, std::string body, bool keep_alive) {
   SendResponse(keep_alive);
 }
 
-void WatchSession::SendJson(unsigned code, std::string body, bool keep_alive) {
+void HttpSession::SendJson(unsigned code, std::string body, bool keep_alive) {
   response_.emplace();
   response_->result(code);
   response_->set(http::field::content_type, "application/json");
@@ -437,7 +345,7 @@ void WatchSession::SendJson(unsigned code, std::string body, bool keep_alive) {
   SendResponse(keep_alive);
 }
 
-void WatchSession::SendResponse(bool keep_alive) {
+void HttpSession::SendResponse(bool keep_alive) {
   phase_ = Phase::kResponding;
   keep_alive_ = keep_alive && !shutdown_requested_;
   response_->version(11);
@@ -449,17 +357,18 @@ void WatchSession::SendResponse(bool keep_alive) {
     response_->body().clear();
     response_->content_length(length);
   }
-  BeginWrite();
-  http::async_write(socket_, *response_, Bind(&WatchSession::OnWriteResponse));
+  write_.Begin(shutdown_requested_ ? kShutdownWriteGrace : kWriteStallTimeout,
+               Bind(&HttpSession::OnWriteStalled));
+  http::async_write(socket_, *response_, Bind(&HttpSession::OnWriteResponse));
 }
 
-void WatchSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
-  EndWrite();
+void HttpSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
+  write_.End();
   if (phase_ != Phase::kResponding) return;
   response_.reset();
   if (ec || !keep_alive_ || shutdown_requested_) {
     ErrorCode ignored;
-    socket_.shutdown(Socket::shutdown_send, ignored);
+    socket_.shutdown(SessionSocket::shutdown_send, ignored);
     return Close();
   }
   if (reading_ahead_) {
@@ -476,8 +385,7 @@ void WatchSession::OnWriteResponse(ErrorCode ec, size_t /*bytes*/) {
 // ---------------------------------------------------------------------------
 // Answers from the StateSource
 
-void WatchSession::AskStateSource(Awaiting what,
-                                  const HandoffRequest* handoff) {
+void HttpSession::AskStateSource(Awaiting what, const HandoffRequest* handoff) {
   StateSource* state = context_->options.state;
   if (state == nullptr) {
     return SendStatus(
@@ -497,21 +405,20 @@ void WatchSession::AskStateSource(Awaiting what,
   auto wanted = std::make_shared<std::atomic<bool>>(true);
   state_request_wanted_ = wanted;
   ArmDeadline(kStateAnswerTimeout);
-  std::weak_ptr<WatchSession> weak = weak_from_this();
+  std::weak_ptr<HttpSession> weak = weak_from_this();
   // Runs on a worker thread: only hand over to the strand. A session that
   // ended meanwhile is not kept alive for an answer nobody wants.
   StateSource::RvCallback done = [weak, token](uint64_t rv,
                                                const StateError* error) {
-    std::shared_ptr<WatchSession> self = weak.lock();
+    std::shared_ptr<HttpSession> self = weak.lock();
     if (!self) return;
     std::optional<StateError> copied;
     if (error) copied = *error;
-    Executor strand = self->strand_;
+    SessionExecutor strand = self->strand_;
     net::post(strand, [self = std::move(self), token, rv,
                        copied = std::move(copied)]() mutable {
-      self->Guarded("state answer", [&] {
-        self->OnStateAnswer(token, rv, std::move(copied));
-      });
+      self->Guarded("state answer",
+                    [&] { self->OnStateAnswer(token, rv, std::move(copied)); });
     });
   };
   StateSource::Wanted still_wanted = [wanted] { return wanted->load(); };
@@ -529,7 +436,7 @@ void WatchSession::AskStateSource(Awaiting what,
   }
 }
 
-void WatchSession::DoReadAhead() {
+void HttpSession::DoReadAhead() {
   constexpr size_t kReadAheadBytes = 1024;
   // A client that pipelines more than a request's worth is not watched
   // further; the deadline still bounds the wait.
@@ -543,10 +450,10 @@ void WatchSession::DoReadAhead() {
     return;
   }
   reading_ahead_ = true;
-  socket_.async_read_some(*space, Bind(&WatchSession::OnReadAhead));
+  socket_.async_read_some(*space, Bind(&HttpSession::OnReadAhead));
 }
 
-void WatchSession::OnReadAhead(ErrorCode ec, size_t bytes) {
+void HttpSession::OnReadAhead(ErrorCode ec, size_t bytes) {
   reading_ahead_ = false;
   buffer_.commit(bytes);
   if (phase_ == Phase::kClosed) return;
@@ -569,8 +476,26 @@ void WatchSession::OnReadAhead(ErrorCode ec, size_t bytes) {
   if (!ec && phase_ == Phase::kWaitingForState) DoReadAhead();
 }
 
-void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
-                                 std::optional<StateError> error) {
+void HttpSession::DoReadForDisconnect() {
+  reading_for_disconnect_ = true;
+  socket_.async_read_some(net::buffer(discard_),
+                          Bind(&HttpSession::OnReadForDisconnect));
+}
+
+void HttpSession::OnReadForDisconnect(ErrorCode ec, size_t /*bytes*/) {
+  reading_for_disconnect_ = false;
+  // Closed or handed over, or a Status is being written whose end closes
+  // the connection.
+  if (phase_ != Phase::kWaitingForState) return;
+  if (ec) {
+    LogDebug("watch client went away", {{"error", ec.message()}});
+    return Close();
+  }
+  DoReadForDisconnect();  // a client has nothing to say yet; drop it
+}
+
+void HttpSession::OnStateAnswer(uint64_t token, uint64_t rv,
+                                std::optional<StateError> error) {
   if (phase_ != Phase::kWaitingForState || token != answer_token_) return;
   AbandonStateRequest();
   deadline_.cancel();
@@ -583,11 +508,11 @@ void WatchSession::OnStateAnswer(uint64_t token, uint64_t rv,
         StateErrorStatus(error->code, error->reason, error->message),
         keep_alive_ && !reading_for_disconnect_);
   }
-  if (what == Awaiting::kWatchStartRv) return StartStreamAfter(rv);
+  if (what == Awaiting::kWatchStartRv) return HandOver()->StartAfter(rv);
   SendJson(200, ResourceVersionJson(rv), keep_alive_);
 }
 
-void WatchSession::GiveUpWaitingForState(const K8sStatus& status) {
+void HttpSession::GiveUpWaitingForState(const K8sStatus& status) {
   AbandonStateRequest();
   awaiting_ = Awaiting::kNothing;
   deadline_.cancel();
@@ -603,6 +528,155 @@ void WatchSession::GiveUpWaitingForState(const K8sStatus& status) {
     state_stream_.reset();
   }
   SendStatus(status, keep_alive);
+}
+
+// ---------------------------------------------------------------------------
+// A watch, up to its header
+
+void HttpSession::StartWatch() {
+  WatchStream::Spec& spec = *watch_;
+  const WatchRequest& watch = spec.watch;
+  // Every resource path is served, whether or not the table holds a row of
+  // it (schema/PROTOCOL.md, "Paths"): the APIServer decides which resources
+  // exist. The catalog only names the kind the bookmarks carry.
+  spec.resource_key =
+      EventLog::ResourceKey(watch.group, watch.version, watch.resource);
+  spec.selection = {spec.resource_key, watch.cluster};
+  // Selectors are compiled once per watch; every event is matched against
+  // the fields its Event carries.
+  std::string error = WatchFilter::Create(watch, &spec.filter);
+  if (!error.empty()) {
+    return SendStatus({400, "BadRequest", error, std::nullopt}, keep_alive_);
+  }
+  if (shutdown_requested_) {
+    return SendStatus(ServiceUnavailableStatus("walwatch is shutting down"),
+                      /*keep_alive=*/false);
+  }
+  spec.kind = context_->catalog.Resolve(
+      GroupVersionResource{watch.group, watch.version, watch.resource});
+  spec.api_version = ApiVersion(watch.group, watch.version);
+  spec.barriers_at_start = context_->log.GetStats().barriers;
+
+  EventLog& log = context_->log;
+  const std::optional<uint64_t>& rv = watch.resource_version;
+  if (watch.send_initial_events == true) {
+    // WatchList: the state at least as new as rv, an end bookmark, then
+    // live events.
+    if (rv && *rv > log.current_rv()) return WaitForResourceVersion(*rv);
+    return StartInitialState();
+  }
+  if (watch.send_initial_events == false) {
+    // As the apiserver: unset means "from the most recent", which the
+    // database decides; "0" means "from any", so from what walwatch has.
+    if (!rv) return AskStateSource(Awaiting::kWatchStartRv, nullptr);
+    if (*rv == 0) return HandOver()->StartAfter(log.current_rv());
+  } else if (!rv || *rv == 0) {
+    return StartInitialState();
+  }
+  if (*rv > log.current_rv()) return WaitForResourceVersion(*rv);
+  HandOver()->StartAfter(*rv);
+}
+
+void HttpSession::WaitForResourceVersion(uint64_t rv) {
+  phase_ = Phase::kWaitingForRv;
+  ArmDeadline(context_->options.too_large_rv_wait);
+  // The wake runs on the replication thread (or here, if rv is already
+  // reached) and only hands over to the strand. The deadline keeps the
+  // session alive.
+  rv_wait_id_ = context_->log.WaitForRv(
+      rv, WakeOnStrand<&HttpSession::OnResourceVersionReached>());
+}
+
+void HttpSession::OnResourceVersionReached() {
+  if (phase_ != Phase::kWaitingForRv) return;
+  rv_wait_id_ = 0;  // it fired
+  deadline_.cancel();
+  ResourceVersionReached();
+}
+
+void HttpSession::ResourceVersionReached() {
+  if (watch_->watch.send_initial_events == true) return StartInitialState();
+  HandOver()->StartAfter(*watch_->watch.resource_version);
+}
+
+void HttpSession::StartInitialState() {
+  StateSource* state = context_->options.state;
+  if (state == nullptr) {
+    return SendStatus(
+        ServiceUnavailableStatus(
+            "walwatch runs without a state source: it cannot send initial "
+            "events; watch from a resourceVersion"),
+        keep_alive_);
+  }
+  phase_ = Phase::kWaitingForState;
+  awaiting_ = Awaiting::kInitialState;
+  AbandonStateRequest();
+  ArmDeadline(kStateAnswerTimeout);
+  Metrics* metrics = context_->options.metrics;
+  state_stream_ = std::make_shared<InitialStateStream>(
+      context_->options.max_initial_state_queue_bytes,
+      context_->options.initial_state_timeout,
+      context_->options.initial_state_stall_timeout,
+      [metrics] {
+        if (metrics) metrics->InitialStateStalled();
+      },
+      context_->options.initial_state_min_rate);
+  const WatchRequest& watch = watch_->watch;
+  state->ReadState(
+      StateQuery{watch.group, watch.version, watch.resource, watch.cluster,
+                 watch.ns, watch.resource_version.value_or(0), client_},
+      state_stream_);
+  // Notice a client that gives up while the state is read.
+  DoReadForDisconnect();
+  PollStateBeforeReady();
+}
+
+void HttpSession::OnStateWake() {
+  if (phase_ == Phase::kWaitingForState &&
+      awaiting_ == Awaiting::kInitialState) {
+    PollStateBeforeReady();
+  }
+}
+
+void HttpSession::PollStateBeforeReady() {
+  if (!state_stream_) return;
+  std::vector<EventPtr> taken;
+  InitialStateStream::Taken t =
+      state_stream_->Take(&taken, WakeOnStrand<&HttpSession::OnStateWake>());
+  if (!t.failed && !t.ready && (!taken.empty() || t.finished)) {
+    t.failed = true;
+    t.error = {500, "InternalError",
+               "the state reader sent events before their resourceVersion"};
+  }
+  if (t.failed) {
+    // Nothing is written yet: the failure is the answer.
+    return GiveUpWaitingForState(
+        StateErrorStatus(t.error.code, t.error.reason, t.error.message));
+  }
+  if (!t.ready) return;  // the wake is armed
+  deadline_.cancel();
+  AbandonStateRequest();
+  // The RV of the state is known: the stream can begin.
+  WatchStream::InitialState initial{std::move(state_stream_), t.rv, t.finished,
+                                    std::move(taken)};
+  HandOver()->StartWithState(std::move(initial));
+}
+
+std::shared_ptr<WatchStream> HttpSession::HandOver() {
+  // The read for disconnect the waits left pending would complete into
+  // this session: the stream does its own.
+  ErrorCode ignored;
+  socket_.cancel(ignored);
+  deadline_.cancel();
+  phase_ = Phase::kHandedOver;
+  awaiting_ = Awaiting::kNothing;
+  auto stream = std::make_shared<WatchStream>(std::move(socket_), context_,
+                                              std::move(*watch_));
+  watch_.reset();
+  // Stop() ends this session, or the stream in its place, whichever it
+  // finds; the stream, if it came too late to be found.
+  if (!context_->sessions.Replace(this, stream)) stream->Shutdown();
+  return stream;
 }
 
 }  // namespace walwatch
