@@ -51,7 +51,7 @@ MysqlConnection::MysqlConnection() { InitLibraryOnce(); }
 MysqlConnection::~MysqlConnection() { Close(); }
 
 void MysqlConnection::Close() {
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   fd_ = -1;
   if (conn_ != nullptr) {
     mysql_close(conn_);
@@ -113,7 +113,7 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
     conn_ = nullptr;
     return e;
   }
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   fd_ = static_cast<int>(mysql_get_socket(conn_));
   return "";
 }
@@ -175,7 +175,7 @@ std::string MysqlConnection::Quote(std::string_view text) {
 }
 
 void MysqlConnection::Interrupt() {
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 

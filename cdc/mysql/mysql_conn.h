@@ -9,11 +9,12 @@
 #define WALWATCH_CDC_MYSQL_MYSQL_CONN_H_
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "cdc/base/mutex.h"
 
 struct st_mysql;  // MYSQL of <mysql.h>
 
@@ -93,7 +94,7 @@ class MysqlConnection {
   st_mysql* conn_ = nullptr;
   // The socket, for Interrupt(); the mutex keeps it from being shut down
   // after Close() has closed it (and its number was reused).
-  std::mutex fd_mutex_;
+  Mutex fd_mutex_;
   int fd_ = -1;
   std::string target_;
   unsigned last_errno_ = 0;

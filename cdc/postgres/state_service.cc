@@ -126,30 +126,30 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn,
       RecordBoundaryBefore(insert_lsn, wal_block_size_, wal_segment_size_);
   if (target == 0) return true;
   struct Signal {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
   };
   auto signal = std::make_shared<Signal>();
   uint64_t id = log_->WaitForRv(target - 1, [signal] {
-    std::lock_guard<std::mutex> lock(signal->mu);
+    MutexLock lock(&signal->mu);
     signal->done = true;
-    signal->cv.notify_all();
+    signal->cv.SignalAll();
   });
   auto start = std::chrono::steady_clock::now();
   auto deadline = start + options_.catch_up_timeout;
   auto next_nudge = start + std::chrono::milliseconds(200);
-  std::unique_lock<std::mutex> lock(signal->mu);
+  MutexLock lock(&signal->mu);
   while (!signal->done) {
     if (stop_->raised() || !wanted()) {
-      lock.unlock();
+      lock.Unlock();
       log_->CancelWaitForRv(id);
       return false;
     }
     if (std::chrono::steady_clock::now() >= next_nudge) {
-      lock.unlock();
+      lock.Unlock();
       NudgeFlush();
-      lock.lock();
+      lock.Lock();
       next_nudge = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       if (signal->done) break;
     }
@@ -158,11 +158,11 @@ bool StateService::Worker::WaitPassed(uint64_t insert_lsn,
     request_keepalive_();
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      lock.unlock();
+      lock.Unlock();
       log_->CancelWaitForRv(id);
       return false;
     }
-    signal->cv.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+    signal->cv.WaitFor(&lock, std::min<std::chrono::steady_clock::duration>(
                                   std::chrono::milliseconds(100),
                                   deadline - now));
   }
@@ -477,25 +477,25 @@ StateService::StateService(StateServiceOptions options, EventSink* log,
 
 StateService::~StateService() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   stop_signal_->Raise();
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) t.join();
 }
 
 void StateService::PostRv(Job job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     rv_jobs_.push_back(std::move(job));
   }
   // Every waiter: the one woken must be able to take this lane's job.
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 size_t StateService::queued_states() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& entry : clients_) {
     for (const PendingState& p : entry.second.queue) {
@@ -530,9 +530,9 @@ void StateService::WorkerLoop(bool rv_only) {
     Job job;
     std::optional<PendingState> state;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       Clients::iterator next = clients_.end();
-      cv_.wait(lock, [&] {
+      cv_.Wait(&lock, [&]() REQUIRES(mu_) {
         if (stopping_ || !rv_jobs_.empty()) return true;
         if (rv_only) return false;
         next = NextStateClientLocked();
@@ -555,7 +555,7 @@ void StateService::WorkerLoop(bool rv_only) {
     }
     worker.ReadState(state->query, state->stream.get());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = clients_.find(state->query.client);
       if (--it->second.running == 0 && it->second.queue.empty()) {
         clients_.erase(it);
@@ -563,17 +563,17 @@ void StateService::WorkerLoop(bool rv_only) {
     }
     // The client's share has room again: a worker waiting may take its
     // next state.
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 void StateService::ReadState(const StateQuery& query,
                              std::shared_ptr<InitialStateStream> stream) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     clients_[query.client].queue.push_back({query, std::move(stream)});
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 // A request whose session gave up while it was queued (walwatch lagging,

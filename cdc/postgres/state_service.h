@@ -17,16 +17,15 @@
 #define WALWATCH_CDC_POSTGRES_STATE_SERVICE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cdc/base/mutex.h"
 #include "cdc/model/state_source.h"
 #include "schema/table_mapping.h"
 
@@ -97,7 +96,7 @@ class StateService : public StateSource {
   // The next client, after the one served last, with a state that its
   // share lets run; clients_.end() if none. Drops the states whose session
   // gave up on them from the heads of the queues on the way.
-  Clients::iterator NextStateClientLocked();  // REQUIRES(mu_)
+  Clients::iterator NextStateClientLocked() REQUIRES(mu_);
 
   const StateServiceOptions options_;
   // The most workers one client's initial states hold at once:
@@ -106,12 +105,12 @@ class StateService : public StateSource {
   EventSink* const log_;
   const PgHandoff* const handoff_;
   const std::function<void()> request_keepalive_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Clients clients_;              // GUARDED_BY(mu_); entries with work only
-  std::string last_client_;      // GUARDED_BY(mu_); served last
-  std::deque<Job> rv_jobs_;      // GUARDED_BY(mu_)
-  bool stopping_ = false;        // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  Clients clients_ GUARDED_BY(mu_);  // entries with work only
+  std::string last_client_ GUARDED_BY(mu_);  // served last
+  std::deque<Job> rv_jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Interrupts workers waiting on PostgreSQL when the service stops.
   const std::unique_ptr<StopSignal> stop_signal_;
   std::vector<std::thread> threads_;
