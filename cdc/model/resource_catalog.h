@@ -1,5 +1,5 @@
 // ResourceCatalog knows the kind of each resource walwatch serves, for the
-// bookmarks of its watches (schema/PROTOCOL.md, "Kinds"). Every well-formed
+// bookmarks of its watches (watchserver/PROTOCOL.md, "Kinds"). Every well-formed
 // resource path is served, whether or not the table holds a row of it; the
 // catalog only says which kind the stream's bookmarks carry.
 //
