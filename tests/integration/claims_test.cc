@@ -40,35 +40,14 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/pg_cluster.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// The value of the sample `series` (name with its labels, as exposed) in a
-// Prometheus text scrape; nullopt if absent.
-std::optional<double> MetricValue(const std::string& scrape,
-                                  const std::string& series) {
-  size_t pos = 0;
-  while (pos < scrape.size()) {
-    size_t end = scrape.find('\n', pos);
-    if (end == std::string::npos) end = scrape.size();
-    const std::string line = scrape.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.size() > series.size() &&
-        line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      try {
-        return std::stod(line.substr(series.size() + 1));
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-    }
-  }
-  return std::nullopt;
-}
+using test_support::MetricValue;
 
 class ClaimsTest : public WalwatchTest {
  protected:

@@ -33,59 +33,18 @@
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/model.h"
 #include "tests/integration/support/watch_client.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test_support::MetricValue;
 
 constexpr char kWatchListPods[] =
     "/api/v1/pods?watch=1&sendInitialEvents=true&"
     "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
-
-// GET http://127.0.0.1:port/metrics; the body, or "" if no 200 answer.
-std::string MetricsScrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
-    }
-  }
-  close(fd);
-  const size_t body = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) {
-    return "";
-  }
-  return raw.substr(body + 4);
-}
-
-// The value of the unlabelled series `name` in a scrape.
-std::optional<double> Sample(const std::string& scrape,
-                             const std::string& name) {
-  size_t at = 0;
-  while ((at = scrape.find(name + " ", at)) != std::string::npos) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + name.size() + 1));
-    }
-    at += name.size();
-  }
-  return std::nullopt;
-}
 
 // A watch over TCP that reads its response header and nothing more.
 class SlowTcpWatch {
@@ -234,7 +193,7 @@ class StateShareTest : public WalwatchTest {
   }
 
   std::optional<double> Metric(int port, const std::string& name) {
-    return Sample(MetricsScrape(port), name);
+    return MetricValue(ScrapeMetrics(port, In(seconds(10))), name);
   }
 
   int live_ = 0;

@@ -8,10 +8,7 @@
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -97,23 +94,6 @@ inline Resource Deployment(std::string cluster, std::string ns,
   r.uid = "uid-" + r.cluster + "-" + r.ns + "-deploy-" + r.name;
   r.spec = {{"replicas", 3}};
   return r;
-}
-
-// A loopback port that was free a moment ago.
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // Whether an executable `name` is on PATH (as execvp would find it).
