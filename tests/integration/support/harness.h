@@ -119,29 +119,41 @@ inline constexpr const char* kNoKubectl =
     "kubectl is not on PATH: this test runs it (tests/tools/install-deps.sh "
     "installs Debian's kubernetes-client)";
 
-// GORM's INSERT for an ADDED object.
-inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
+// GORM's INSERT for an ADDED object, whose object column is `object_json`
+// (any JSON text: a test may store what Clusterpedia never would).
+inline uint64_t InsertRow(PgConnection& conn, const Resource& r,
+                          const std::string& object_json) {
   return std::stoull(conn.QueryValue(
       "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
       "namespace, name, owner_uid, uid, resource_version, object, created_at, "
       "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
       "now(), now()) RETURNING pg_current_xact_id()::text",
       {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
-       r.member_rv, r.Object().dump()}));
+       r.member_rv, object_json}));
+}
+// The same, with the object as Clusterpedia stores it.
+inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
+  return InsertRow(conn, r, r.Object().dump());
 }
 
-// GORM's UPDATE for a MODIFIED object (also used for a new uid).
-inline uint64_t UpdateRow(PgConnection& conn, const Resource& r) {
+// GORM's UPDATE for a MODIFIED object (also used for a new uid), whose
+// object column becomes `object_json`.
+inline uint64_t UpdateRow(PgConnection& conn, const Resource& r,
+                          const std::string& object_json) {
   auto rows = conn.Query(
       "UPDATE resources SET created_at = now(), object = $1::jsonb, "
       "owner_uid = '', resource_version = $2, uid = $3, synced_at = now() "
       "WHERE cluster = $4 AND \"group\" = $5 AND version = $6 AND "
       "resource = $7 AND namespace = $8 AND name = $9 "
       "RETURNING pg_current_xact_id()::text",
-      {r.Object().dump(), r.member_rv, r.uid, r.cluster, r.group, r.version,
+      {object_json, r.member_rv, r.uid, r.cluster, r.group, r.version,
        r.resource, r.ns, r.name});
   if (rows.size() != 1) throw PgError("UpdateRow: no row " + r.name);
   return std::stoull(*rows[0][0]);
+}
+// The same, with the object as Clusterpedia stores it.
+inline uint64_t UpdateRow(PgConnection& conn, const Resource& r) {
+  return UpdateRow(conn, r, r.Object().dump());
 }
 
 // GORM's DELETE for a DELETED object.

@@ -505,28 +505,11 @@ nlohmann::json ModelObjectSpec::Object() const {
 }
 
 uint64_t InsertModelRow(PgConnection& conn, const ModelObjectSpec& spec) {
-  const Resource& r = spec.row;
-  return std::stoull(conn.QueryValue(
-      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-      "namespace, name, owner_uid, uid, resource_version, object, created_at, "
-      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
-      "now(), now()) RETURNING pg_current_xact_id()::text",
-      {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
-       r.member_rv, spec.Object().dump()}));
+  return InsertRow(conn, spec.row, spec.Object().dump());
 }
 
 uint64_t UpdateModelRow(PgConnection& conn, const ModelObjectSpec& spec) {
-  const Resource& r = spec.row;
-  auto rows = conn.Query(
-      "UPDATE resources SET created_at = now(), object = $1::jsonb, "
-      "owner_uid = '', resource_version = $2, uid = $3, synced_at = now() "
-      "WHERE cluster = $4 AND \"group\" = $5 AND version = $6 AND "
-      "resource = $7 AND namespace = $8 AND name = $9 "
-      "RETURNING pg_current_xact_id()::text",
-      {spec.Object().dump(), r.member_rv, r.uid, r.cluster, r.group, r.version,
-       r.resource, r.ns, r.name});
-  if (rows.size() != 1) throw PgError("UpdateModelRow: no row " + r.name);
-  return std::stoull(*rows[0][0]);
+  return UpdateRow(conn, spec.row, spec.Object().dump());
 }
 
 }  // namespace walwatch::itest
