@@ -117,21 +117,6 @@ class SlowTcpWatch {
 
 class StateShareTest : public WalwatchTest {
  protected:
-  // Enough pods (`rows` of ~2 KB each) that a stream nobody reads fills
-  // the socket and its queue, so that its reader blocks.
-  void InsertBulkPods(int rows) {
-    db().Exec(
-        "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-        "namespace, name, owner_uid, uid, resource_version, object, "
-        "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
-        "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
-        "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
-        "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
-        "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
-        "now() FROM generate_series(1, " +
-        std::to_string(rows) + ") g");
-  }
-
   // Watches deployments from RV 0 on the Unix socket: every one of `names`
   // must come as ADDED, then a deployment added now must follow live.
   ::testing::AssertionResult ListThenWatch(const WalwatchProcess& ww,
@@ -206,7 +191,7 @@ class StateShareTest : public WalwatchTest {
 TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
   // ~26 MB of pods: more than a TCP connection's buffers (a 4 KB window,
   // walwatch's send buffer of up to 4 MB) and the 4 MiB queue hold.
-  InsertBulkPods(12000);
+  InsertBulkPods(db(), 12000);
   std::set<std::string> names;
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));
@@ -270,7 +255,7 @@ TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
 // only worker is not free for the next initial state.
 TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) {
   // ~13 MB of pods: more than the Unix socket's buffers and the queue.
-  InsertBulkPods(6000);
+  InsertBulkPods(db(), 6000);
   std::set<std::string> names = {"seed-deploy"};
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));
@@ -338,7 +323,7 @@ TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) 
 // never comes due, the stall counter stays at 0, and the worker stays with
 // the client for the whole ~26 MB state.
 TEST_F(StateShareTest, AClientThatTricklesItsStateGets410AndFreesItsWorker) {
-  InsertBulkPods(12000);
+  InsertBulkPods(db(), 12000);
   std::set<std::string> names = {"seed-deploy"};
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));

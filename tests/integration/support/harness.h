@@ -136,6 +136,22 @@ inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
   return InsertRow(conn, r, r.Object().dump());
 }
 
+// Enough pods (`rows` of ~2 KB each, namespace "bulk" of cluster c1) that an
+// initial state nobody reads fills the socket and the stream's queue, so
+// that its reader blocks. One statement.
+inline void InsertBulkPods(PgConnection& conn, int rows) {
+  conn.Exec(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, owner_uid, uid, resource_version, object, "
+      "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
+      "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
+      "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
+      "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
+      "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
+      "now() FROM generate_series(1, " +
+      std::to_string(rows) + ") g");
+}
+
 // GORM's UPDATE for a MODIFIED object (also used for a new uid), whose
 // object column becomes `object_json`.
 inline uint64_t UpdateRow(PgConnection& conn, const Resource& r,
