@@ -400,12 +400,7 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
 }
 
 void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {
-  key_scratch_.clear();
-  key_scratch_.append(event.group())
-      .append(1, '/')
-      .append(event.version())
-      .append(1, '/')
-      .append(event.resource());
+  AssignResourceKey(event, &key_scratch_);
   auto it = keys_.find(key_scratch_);
   if (it == keys_.end()) it = keys_.emplace(key_scratch_, KeyIndex()).first;
   KeyIndex& index = it->second;
@@ -460,6 +455,15 @@ uint64_t EventLog::SkipOtherResources(uint64_t seq,
   return NextOfKeyLocked(FindKeyLocked(selection.resource_key), seq, &pos);
 }
 
+void EventLog::AssignResourceKey(const Event& event, std::string* out) {
+  out->clear();
+  out->append(event.group())
+      .append(1, '/')
+      .append(event.version())
+      .append(1, '/')
+      .append(event.resource());
+}
+
 void EventLog::AppendPairKey(std::string_view resource_key,
                              std::string_view cluster, std::string* out) {
   out->clear();
@@ -478,12 +482,7 @@ void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
   if (event.fields() == nullptr && event.wire().empty()) return;
   // key_scratch_ is the appending side's; eviction runs on that thread too,
   // inside AppendTransaction, before the new events are indexed.
-  key_scratch_.clear();
-  key_scratch_.append(event.group())
-      .append(1, '/')
-      .append(event.version())
-      .append(1, '/')
-      .append(event.resource());
+  AssignResourceKey(event, &key_scratch_);
   auto it = keys_.find(key_scratch_);
   if (it != keys_.end()) {
     KeyIndex& index = it->second;
