@@ -191,6 +191,10 @@ class EventLog final : public EventSink {
   // The resource's index, or null if it never had an event.
   const KeyIndex* FindKeyLocked(const std::string& resource_key) const
       REQUIRES(mu_);
+  // The index that records what `selection` lost (lost_end_seq, floor_rv):
+  // its resource's, or for one cluster the pair's; null if none.
+  const KeyIndex* LossesOfLocked(const Selection& selection) const
+      REQUIRES(mu_);
   // Whether a watch of `selection` at `seq` missed an event that is gone.
   bool ExpiredLocked(uint64_t seq, const Selection& selection) const
       REQUIRES(mu_);
