@@ -383,13 +383,7 @@ void FaultWriter::ForgetAllObjects() {
     o.seq = seq;
     o.stored = ObjectFor(o, seq);
     try {
-      conn->Query(
-          "INSERT INTO resources (\"group\", version, resource, kind, "
-          "cluster, namespace, name, uid, resource_version, object, "
-          "created_at, synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-          "$9, $10::jsonb, now(), now())",
-          {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name,
-           o.uid, std::to_string(seq), o.stored.dump()});
+      Insert(*conn, o);
     } catch (const std::exception& e) {
       return ::testing::AssertionFailure() << "tail write: " << e.what();
     }
@@ -489,6 +483,16 @@ void FaultWriter::Loop() {
   }
 }
 
+void FaultWriter::Insert(PgConnection& conn, const Object& o) {
+  conn.Query(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, uid, resource_version, object, created_at, "
+      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, "
+      "now(), now())",
+      {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name, o.uid,
+       std::to_string(o.seq), o.stored.dump()});
+}
+
 bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
   size_t index = rng_() % objects_.size();
   Object& o = objects_[index];
@@ -523,13 +527,7 @@ bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
   auto run = [&](PgConnection& c) {
     switch (op) {
       case Op::kInsert:
-        c.Query(
-            "INSERT INTO resources (\"group\", version, resource, kind, "
-            "cluster, namespace, name, uid, resource_version, object, "
-            "created_at, synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-            "$9, $10::jsonb, now(), now())",
-            {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name,
-             next.uid, std::to_string(seq), next.stored.dump()});
+        Insert(c, next);
         return true;
       case Op::kUpdate: {
         std::vector<std::string> p = key;

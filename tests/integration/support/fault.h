@@ -145,6 +145,8 @@ class FaultWriter {
   bool WriteOne(std::unique_ptr<PgConnection>* conn);
   bool Reconnect(std::unique_ptr<PgConnection>* conn);
   nlohmann::json ObjectFor(const Object& o, uint64_t seq) const;
+  // INSERTs `o` as it is stored at o.seq (its resource_version).
+  static void Insert(PgConnection& conn, const Object& o);
 
   Options options_;
   std::mt19937_64 rng_;
