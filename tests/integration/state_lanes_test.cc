@@ -60,10 +60,8 @@ TEST_F(StateLanesTest, AClientThatDoesNotReadItsStateLeavesHandoffsAnswered) {
   std::string body;
   // Well inside the 60 s after which a queued request is answered 504.
   EXPECT_TRUE(GetRvEndpoint(ww->socket_path(),
-                            "/walwatch/v1/handoff?snapshot=" +
-                                QueryEscape(snapshot) +
-                                "&insertLSN=" + QueryEscape(insert_lsn),
-                            &rv, &status, &body, In(std::chrono::seconds(30))))
+                            HandoffTarget(snapshot, insert_lsn), &rv, &status,
+                            &body, In(std::chrono::seconds(30))))
       << status << " " << body;
   EXPECT_GT(rv, 0u);
   uint64_t fresh = 0;

@@ -168,10 +168,8 @@ class StateShareTest : public WalwatchTest {
     int status = 0;
     std::string body;
     auto r = GetRvEndpoint(ww.socket_path(),
-                           "/walwatch/v1/handoff?snapshot=" +
-                               QueryEscape(snapshot) +
-                               "&insertLSN=" + QueryEscape(insert_lsn),
-                           &rv, &status, &body, deadline);
+                           HandoffTarget(snapshot, insert_lsn), &rv, &status,
+                           &body, deadline);
     if (!r) return r << " (HTTP " << status << " " << body << ")";
     if (rv == 0) return ::testing::AssertionFailure() << "handoff RV 0";
     return ::testing::AssertionSuccess();

@@ -762,10 +762,8 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
     uint64_t commit = uid_change();
     uint64_t p = 0;
     ASSERT_TRUE(GetRvEndpoint(ww_->socket_path(),
-                              "/walwatch/v1/handoff?snapshot=" +
-                                  QueryEscape(*rows[0][0]) + "&insertLSN=" +
-                                  QueryEscape(*rows[0][1]),
-                              &p, nullptr, nullptr, In(kEventWait)));
+                              HandoffTarget(*rows[0][0], *rows[0][1]), &p,
+                              nullptr, nullptr, In(kEventWait)));
     ASSERT_LT(p, commit);
     WatchClient watch;
     ASSERT_TRUE(Open(watch, filter.Path() + "?watch=1&resourceVersion=" +
@@ -790,10 +788,8 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
     uint64_t commit = Commit(xid);
     uint64_t p = 0;
     ASSERT_TRUE(GetRvEndpoint(ww_->socket_path(),
-                              "/walwatch/v1/handoff?snapshot=" +
-                                  QueryEscape(*rows[0][0]) + "&insertLSN=" +
-                                  QueryEscape(*rows[0][1]),
-                              &p, nullptr, nullptr, In(kEventWait)));
+                              HandoffTarget(*rows[0][0], *rows[0][1]), &p,
+                              nullptr, nullptr, In(kEventWait)));
     ASSERT_LT(p, commit);
     WatchClient watch;
     ASSERT_TRUE(Open(watch, filter.Path() + "?watch=1&resourceVersion=" +

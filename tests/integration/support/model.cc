@@ -445,6 +445,12 @@ bool ParseRvBody(const std::string& body, uint64_t* rv) {
   return ::testing::AssertionSuccess();
 }
 
+std::string HandoffTarget(const std::string& snapshot,
+                          const std::string& insert_lsn) {
+  return "/walwatch/v1/handoff?snapshot=" + QueryEscape(snapshot) +
+         "&insertLSN=" + QueryEscape(insert_lsn);
+}
+
 ::testing::AssertionResult GetFreshRv(const std::string& socket_path,
                                       uint64_t* rv,
                                       Clock::time_point deadline) {
@@ -474,13 +480,11 @@ bool ParseRvBody(const std::string& body, uint64_t* rv) {
       conn.Exec("ROLLBACK");
       throw;
     }
-    std::string target = "/walwatch/v1/handoff?snapshot=" +
-                         QueryEscape(out->snapshot) +
-                         "&insertLSN=" + QueryEscape(out->insert_lsn);
     int status = 0;
     std::string body;
-    auto r = GetRvEndpoint(socket_path, target, &out->rv, &status, &body,
-                           deadline);
+    auto r = GetRvEndpoint(socket_path,
+                           HandoffTarget(out->snapshot, out->insert_lsn),
+                           &out->rv, &status, &body, deadline);
     if (r) return r;
     // 409: no exact RV for this snapshot; 410: it is older than the log;
     // 504: walwatch had not caught up yet. A new snapshot serves all three.
