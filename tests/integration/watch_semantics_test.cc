@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -1046,15 +1045,7 @@ TEST_F(WatchSemanticsTest, KubectlAndCurlWithSelectorAndBookmarks) {
   InsertModelRow(db(), LabeledPod("x1", {{"app", "x"}}));
   InsertModelRow(db(), LabeledPod("y1", {{"app", "y"}}));
 
-  std::string kubeconfig = TempPath("kubeconfig");
-  {
-    std::ofstream out(kubeconfig);
-    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
-           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
-           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
-           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
-           "- name: walwatch\n  user: {}\n";
-  }
+  const std::string kubeconfig = WriteKubeconfig(port);
   const std::string path =
       "/api/v1/pods?watch=1&labelSelector=app%3Dx&allowWatchBookmarks=true&"
       "timeoutSeconds=10";

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -305,6 +306,19 @@ class WalwatchTest : public PgDatabaseTest {
 
   std::string TempPath(const std::string& name) const {
     return tmpdir_ + "/" + name;
+  }
+
+  // Writes a kubeconfig for kubectl to reach walwatch's --tcp-listen on
+  // 127.0.0.1:port, without credentials; returns its path.
+  std::string WriteKubeconfig(int port) const {
+    std::string path = TempPath("kubeconfig");
+    std::ofstream out(path);
+    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
+           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
+           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
+           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
+           "- name: walwatch\n  user: {}\n";
+    return path;
   }
 
   // Options for a walwatch on this test's database (slot and socket unique
