@@ -37,7 +37,7 @@ else
 fi
 plot() {  # NAME: gnuplot commands on stdin
   { echo "$TERM_LINE"; echo "set output '$OUT/$1.$FORMAT'"
-    echo "set grid; set key outside right top box"; cat; } | gnuplot
+    echo "set grid; set key inside left top box opaque"; cat; } | gnuplot
   say "drew $OUT/$1.$FORMAT"
 }
 # Median of key $2 over the fanout runs "mode n rate rep k=v..." of mode $1,
@@ -105,9 +105,9 @@ if [[ -s "$IN/drain.txt" ]]; then
   awk '$1 == "size" { split($3, r, "="); split($4, w, "="); print $2, r[2], w[2] }' "$IN/drain.txt" | sort -n >"$TMP/drain"
   plot drain <<GP
 set title "Backlog drain: Pods of about 3.5 KB, one row per transaction"
-set xlabel "backlog, rows"; set ylabel "time to drain, s"
+set xlabel "backlog, thousands of rows"; set ylabel "time to drain, s"
 set yrange [0:*]; set xrange [0:*]
-plot '$TMP/drain' using 1:3 with linespoints lw 2 title 'walwatch → one watcher (from its start)', '$TMP/drain' using 1:2 with linespoints lw 2 dt 2 title 'pg\\_recvlogical → /dev/null'
+plot '$TMP/drain' using (\$1/1000):3 with linespoints lw 2 title 'walwatch → one watcher (from its start)', '$TMP/drain' using (\$1/1000):2 with linespoints lw 2 dt 2 title 'pg\\_recvlogical → /dev/null'
 GP
   awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["drain_s"], v["primary_cpu_s_per_replica"] }' "$IN/drain.txt" >"$TMP/rep"
   if [[ -s "$TMP/rep" ]]; then
@@ -116,6 +116,7 @@ GP
 set title "One primary, k walwatch replicas (a slot each) draining $rows rows at once"
 set xlabel "replicas"; set ylabel "drain time, s"; set y2label "primary CPU per replica, s"
 set logscale x 2; set xrange [0.8:10]; set xtics (1, 2, 4, 8); set yrange [0:*]; set y2range [0:*]; set ytics nomirror; set y2tics
+set offsets 0, 0, graph 0.25, 0
 plot '$TMP/rep' using 1:2 with linespoints lw 2 title 'drain time (all replicas)', '$TMP/rep' using 1:3 axes x1y2 with linespoints lw 2 dt 2 title 'primary CPU per replica'
 GP
   fi
@@ -131,27 +132,31 @@ if [[ -s "$IN/quiet_e2e.txt" ]]; then
 set title "A hot resource's cost with quiet watchers (issue 18): walwatch CPU per hot commit"
 set xlabel "watchers of quiet resources"; set ylabel "walwatch CPU per hot commit, µs"
 set xtics ("none" 0, "$n" 1); set xrange [-0.6:1.6]; set yrange [0:*]; set boxwidth 0.5
-set label "410s to the quiet watchers, all runs: $e410" at graph 0.05, graph 0.92
+set key inside right top
+set label "410s to the quiet watchers, all runs: $e410" at graph 0.05, graph 0.08
 plot '$TMP/quiet' using 1:3 with points pt 7 ps 1.5 title 'each run'
 GP
 else
   say "no quiet_e2e figures: quiet not drawn"
 fi
 
-# Peers: p50 and p99 of each reader, from the etcd and poll runs.
-: >"$TMP/peers"
+# Peers: p50 and p99 of each reader, from the etcd and poll runs; the
+# readers of one workload side by side (sorted on a key, then cut).
+: >"$TMP/peers.unsorted"
 if [[ -s "$IN/poll.txt" ]]; then
   awk '{ for (i = 3; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = v[$1, kv[1]] " " kv[2] } k[$1] = 1 }
-    END { for (c in k) print "\"" (c == "walwatch" ? "walwatch (spread)" : c) "\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } '"$MED" "$IN/poll.txt" | sort >>"$TMP/peers"
+    END { for (c in k) print "0 " c "\t\"" (c == "walwatch" ? "walwatch (spread)" : c) "\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } '"$MED" "$IN/poll.txt" >>"$TMP/peers.unsorted"
 fi
 if [[ -s "$IN/etcd.txt" ]] && ! grep -q '^missing' "$IN/etcd.txt"; then
   awk '$1 != "idle" { for (i = 5; i <= NF; i++) { split($i, kv, "="); v[$1 " " $2 "x" $3, kv[1]] = v[$1 " " $2 "x" $3, kv[1]] " " kv[2] } k[$1 " " $2 "x" $3] = 1 }
-    END { for (c in k) print "\"" c "/s\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } '"$MED" "$IN/etcd.txt" | sort >>"$TMP/peers"
+    END { for (c in k) { split(c, w, " "); print "1 " w[2] " " w[1] "\t\"" c "/s\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } } '"$MED" "$IN/etcd.txt" >>"$TMP/peers.unsorted"
 fi
+sort "$TMP/peers.unsorted" | cut -f2- >"$TMP/peers"
 if [[ -s "$TMP/peers" ]]; then
   plot peers <<GP
 set title "walwatch beside its peers, each on the same workload in the same run"
-set ylabel "commit → client latency, ms"; set logscale y
+set ylabel "commit → client latency, ms"; set logscale y; set yrange [0.5:3000]
+set key inside right top
 set style data histograms; set style histogram clustered gap 1; set style fill solid 0.7 border -1
 set xtics rotate by -25
 plot '$TMP/peers' using 2:xtic(1) title 'p50', '' using 3 title 'p99'

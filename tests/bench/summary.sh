@@ -38,7 +38,8 @@ goal_row() {  # ID FIGURE GOAL VALUE VERDICT PART
   echo "| $2 | $3 | $4 | $5 | $(when "$6") | $(cmd "$6") |"
   [[ "$5" != "**missed**" ]] || MISSED+=("$1|$2")
 }
-info_row() { echo "| $1 | $2 | $3 | $4 | $(when "$5") | $(cmd "$5") |"; }
+# FIGURE TARGET VALUE PART [VERDICT]: a reference figure has no verdict.
+info_row() { echo "| $1 | $2 | $3 | ${5:--} | $(when "$4") | $(cmd "$4") |"; }
 na() { echo "not measured yet"; }
 
 # Text a person wrote between markers in the old BENCHMARKS.md, else $2.
@@ -53,7 +54,7 @@ carried() {
 cat <<HEAD
 # walwatch benchmarks
 
-Written by \`make bench\` (tests/bench/run-bench.sh, about 30 minutes on 2 cores) from the latest
+Written by \`make bench\` (tests/bench/run-bench.sh; its budget is 30 minutes on 2 cores, the last run's time is at the end) from the latest
 figures of each part in [tests/bench/results/](tests/bench/results/); the readings under the plots and
 the reasons for missed goals are written by a person and kept from run to run. Every run's full report,
 and every dated section written before this page, is in [tests/bench/HISTORY.md](tests/bench/HISTORY.md).
@@ -131,7 +132,7 @@ if has quiet.txt; then
 fi
 if has drain.txt; then
   while read -r k ds cpu; do
-    info_row "$k replicas draining one backlog at once (a slot each)" "reference" "drain $ds s, primary CPU $cpu s per replica" drain
+    info_row "$k replica(s) draining one backlog at once (a slot each)" "reference" "drain $ds s, primary CPU $cpu s per replica" drain
   done < <(awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["drain_s"], v["primary_cpu_s_per_replica"] }' "$R/drain.txt")
 fi
 if has fanout.txt; then
@@ -151,10 +152,10 @@ if has ceiling.txt; then
 fi
 if has memory.txt; then
   while read -r n per; do
-    info_row "idle watcher, walwatch RSS, $n watchers" "≤ 16 KB" "$per KiB" memory
+    info_row "idle watcher, walwatch RSS, $n watchers" "≤ 16 KB" "$per KiB" memory "$(verdict le "$per" 16)"
   done < <(awk '$1 == "idle" { print $2, $5 }' "$R/memory.txt")
   while read -r b rw; do
-    info_row "event log RSS per wire byte, $b-byte objects" "≤ 1.1" "$rw" memory
+    info_row "event log RSS per wire byte, $b-byte objects" "≤ 1.1" "$rw" memory "$(verdict le "$rw" 1.1)"
   done < <(awk '$1 == "log" { print $2, $5 }' "$R/memory.txt")
 fi
 if has replay.txt; then
