@@ -124,7 +124,11 @@ MID
 if has decoder.txt; then
   lo=$(awk '$1 == "Decode" { v = $4 / 1e9; if (lo == "" || v < lo) lo = v } END { printf "%.2f", lo }' "$R/decoder.txt")
   hi=$(awk '$1 == "Decode" { v = $4 / 1e9; if (v > hi) hi = v } END { printf "%.2f", hi }' "$R/decoder.txt")
-  info_row "decoder (wal2json → row), one core, objects of 1 to 65 KB" "≥ 1 GB/s or ≥ ½ of raw simdjson" "$lo – $hi GB/s" decoder
+  # Against raw simdjson On-Demand on the same lines, case by case.
+  rel=$(awk '$1 == "SimdjsonOnDemand" { raw[$2 " " $3] = $4 } $1 == "Decode" { dec[$2 " " $3] = $4 }
+    END { for (k in dec) if (raw[k] > 0) { r = dec[k] / raw[k]; if (lo == "" || r < lo) lo = r; if (r > hi) hi = r }
+          if (lo != "") printf "%.2f – %.2f", lo, hi }' "$R/decoder.txt")
+  info_row "decoder (wal2json → row), one core, objects of 1 to 65 KB" "≥ 1 GB/s or ≥ ½ of raw simdjson" "$lo – $hi GB/s; ${rel:-?} of raw On-Demand" decoder "$(verdict le 0.5 "${rel%% *}")"
 fi
 if has quiet.txt; then
   q=$(awk '$1 == "BM_HotAppend" && $2 == "median" && $3 == "watched_over_bare" { print $4 }' "$R/quiet.txt")
