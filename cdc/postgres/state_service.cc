@@ -579,13 +579,21 @@ void StateService::ReadState(const StateQuery& query,
 // A request whose session gave up while it was queued (walwatch lagging,
 // clients timing out and asking again) is skipped, so that it does not hold
 // a worker that a live one needs.
-void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                             RvCallback done, Wanted wanted) {
-  PostRv([snapshot, insert_lsn, done, wanted](Worker& w) {
+void StateService::HandoffRv(const HandoffPosition& at, RvCallback done,
+                             Wanted wanted) {
+  if (at.binlog()) {
+    StateError e{
+        400, "BadRequest",
+        "this walwatch reads PostgreSQL: give snapshot "
+        "(pg_current_snapshot()) and insertLSN, not a binlog position"};
+    done(0, &e);
+    return;
+  }
+  PostRv([snapshot = at.snapshot, insert_lsn = at.insert_lsn, done,
+          wanted](Worker& w) {
     if (wanted()) w.HandoffRv(snapshot, insert_lsn, done, wanted);
   });
 }
-
 void StateService::FreshRv(RvCallback done, Wanted wanted) {
   PostRv([done, wanted](Worker& w) {
     if (wanted()) w.FreshRv(done, wanted);

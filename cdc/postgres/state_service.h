@@ -59,8 +59,8 @@ class StateService : public StateSource {
 
   void ReadState(const StateQuery& query,
                  std::shared_ptr<InitialStateStream> stream) override;
-  void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                 RvCallback done, Wanted wanted) override;
+  void HandoffRv(const HandoffPosition& at, RvCallback done,
+                 Wanted wanted) override;
   void FreshRv(RvCallback done, Wanted wanted) override;
 
   // Initial states waiting for a worker, not given up on (for a gauge).
