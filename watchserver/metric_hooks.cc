@@ -6,8 +6,8 @@
 
 #include "cdc/base/clock.h"
 #include "cdc/postgres/slot_monitor.h"
-#include "cdc/postgres/state_service.h"
 #include "cdc/replication_stream.h"
+#include "cdc/state_workers.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/metrics.h"
@@ -138,7 +138,7 @@ void RegisterReplicationMetrics(Metrics* m,
 }
 
 void RegisterServingMetrics(Metrics* m, const HttpServer* server,
-                            StateService* state, size_t max_connections,
+                            StateWorkerPool* state, size_t max_connections,
                             size_t max_connection_buffer_bytes) {
   m->AddGauge("walwatch_connections",
               "Client connections open (watches, probes, requests).", [server] {

@@ -13,7 +13,8 @@
 // and the thread-safe accessors of those objects.
 //
 // Built into the walwatch binary, beside main.cc, not into the watchserver
-// library: it reads cdc/'s ReplicationStream, SlotMonitor and StateService.
+// library: it reads cdc/'s ReplicationStream, SlotMonitor and state worker
+// pool.
 #ifndef WALWATCH_WATCHSERVER_METRIC_HOOKS_H_
 #define WALWATCH_WATCHSERVER_METRIC_HOOKS_H_
 
@@ -26,7 +27,7 @@ class HttpServer;
 class Metrics;
 class ReplicationStream;
 class SlotMonitor;
-class StateService;
+class StateWorkerPool;
 
 // walwatch_events_decoded_total, walwatch_transactions_total and the other
 // counters of the replication stream; the lag, slot and WAL gauges; the
@@ -40,7 +41,7 @@ void RegisterReplicationMetrics(Metrics* m,
 // walwatch_state_reads_queued. `max_connections` is --max-connections
 // resolved; `max_connection_buffer_bytes` --max-connection-buffer-bytes.
 void RegisterServingMetrics(Metrics* m, const HttpServer* server,
-                            StateService* state, size_t max_connections,
+                            StateWorkerPool* state, size_t max_connections,
                             size_t max_connection_buffer_bytes);
 
 }  // namespace walwatch
