@@ -9,19 +9,21 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-
 #include "cdc/base/logging.h"
+#include "cdc/change_source.h"
+#include "cdc/database.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/postgres/postgres.h"
 #include "cdc/replication_stream.h"
+#include "cdc/state_workers.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"
@@ -187,7 +189,8 @@ int Main(int argc, char** argv) {
              {"resources", static_cast<uint64_t>(declared.size())}});
   }
   Postgres postgres(pg_options, &catalog);
-  ReplicationStream replication(repl_options, postgres.source(), &catalog);
+  Database& database = postgres;
+  ReplicationStream replication(repl_options, database.source(), &catalog);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
   std::string prepared = replication.Prepare(&start);
@@ -197,24 +200,23 @@ int Main(int argc, char** argv) {
   }
   if (!prepared.empty()) return Fatal(prepared);
   EventLog log(config.max_log_bytes, start.floor_rv);
-  std::unique_ptr<StateService> state_service = postgres.Start(
-      &log, [&replication] { replication.RequestPosition(); });
-  StateService& state = *state_service;
-  const SlotMonitor& monitor = postgres.monitor();
+  std::unique_ptr<StateWorkerPool> state_service =
+      database.Start(&log, [&replication] { replication.RequestPosition(); });
+  StateWorkerPool& state = *state_service;
+  const ServerMonitor& monitor = database.monitor();
 
   Metrics metrics;
   RegisterReplicationMetrics(&metrics, replication, log, monitor);
-  auto lag_bytes = [&replication, &monitor]() -> uint64_t {
-    uint64_t server = monitor.server_wal_lsn();
-    uint64_t decoded = replication.stats().decoded_lsn.load();
-    return server > decoded ? server - decoded : 0;
-  };
+  const std::string db_name = database.source()->database();
   auto ready = [&]() -> std::string {
-    if (!replication.streaming()) return "not streaming from PostgreSQL";
-    if (monitor.server_wal_lsn() == 0) return "WAL position not read yet";
-    uint64_t lag = lag_bytes();
+    if (!replication.streaming()) return "not streaming from " + db_name;
+    if (!monitor.server_position_known()) {
+      return std::string(monitor.log_name()) + " position not read yet";
+    }
+    uint64_t lag = monitor.LagBytes(replication.stats().decoded_lsn.load());
     if (lag > config.ready_max_lag_bytes) {
-      return "catching up: " + std::to_string(lag) + " bytes of WAL behind";
+      return "catching up: " + std::to_string(lag) + " bytes of " +
+             monitor.log_name() + " behind";
     }
     return "";
   };
@@ -286,7 +288,7 @@ int Main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   replication.Stop();
   replication_thread.join();
-  postgres.Stop();
+  database.Stop();
   LogInfo("stopped");
   return 0;
 }
