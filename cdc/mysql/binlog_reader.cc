@@ -3,9 +3,11 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
+// After mysql.h, whose types it uses without including it.
 #include <mariadb_rpl.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstring>
@@ -158,6 +160,10 @@ struct BinlogReader::Impl {
   EventPtr scratch;  // reused by fetch; moved into a TableEntry to keep it
   std::atomic<bool> interrupted{false};
   std::chrono::steady_clock::time_point last_bytes;
+  std::atomic<uint64_t> bytes{0};
+  // The time of the last FORMAT_DESCRIPTION the server wrote (not one it
+  // made up for the start of a dump), 0 if none since Open.
+  uint32_t format_description_time = 0;
 
   // Where the stream is: the file being read and the end of the last event.
   std::string file;
@@ -653,6 +659,9 @@ struct BinlogReader::Impl {
                         " (fix: binlog_row_value_options='' and no binlog row "
                         "compression)");
       }
+      case FORMAT_DESCRIPTION_EVENT:
+        if (end != 0 && !artificial) format_description_time = ev->timestamp;
+        return BinlogStatus();
       case INCIDENT_EVENT:
         return Fail(BinlogErrorKind::kCorrupt, "INCIDENT event at " +
                                                    Here().ToString() +
@@ -694,6 +703,7 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   m.file = start.file;
   m.pos = start.pos;
   m.at_start = true;
+  m.format_description_time = 0;
   resume_ = start;
 
   MysqlConnParams params = m.params;
@@ -713,8 +723,9 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
     m.CloseStream();
     return m.Fail(BinlogErrorKind::kStopped, "the reader was stopped");
   }
-  const uint64_t heartbeat_ns =
-      static_cast<uint64_t>(m.options.heartbeat_period.count()) * 1000000000ULL;
+  const uint64_t heartbeat_ns = static_cast<uint64_t>(std::max<int64_t>(
+                                    m.options.heartbeat_period.count(), 1)) *
+                                1000000ULL;
   const std::string hb = std::to_string(heartbeat_ns);
   err = m.conn.Query(
       "SET @master_binlog_checksum = @@global.binlog_checksum, "
@@ -763,6 +774,7 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   }
   m.scratch.reset(ev);
   m.last_bytes = std::chrono::steady_clock::now();
+  m.bytes += ev->event_length;
   BinlogItem ignored;
   bool done = false;
   BinlogStatus s = m.OnEvent(&ignored, &done);
@@ -786,6 +798,7 @@ BinlogStatus BinlogReader::Next(BinlogItem* out) {
     }
     m.scratch.reset(ev);
     m.last_bytes = std::chrono::steady_clock::now();
+    m.bytes += ev->event_length;
     bool done = false;
     BinlogStatus s = m.OnEvent(out, &done);
     if (!s.ok()) {
@@ -798,6 +811,43 @@ BinlogStatus BinlogReader::Next(BinlogItem* out) {
     }
   }
 }
+
+BinlogStatus BinlogReader::ReadFileStartTime(uint32_t* unix_time) {
+  Impl& m = *impl_;
+  if (m.rpl == nullptr) {
+    return m.Fail(BinlogErrorKind::kConnection,
+                  "the binlog reader is not open");
+  }
+  while (m.format_description_time == 0) {
+    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, m.scratch.release());
+    if (ev == nullptr) {
+      BinlogStatus s = m.FetchError("reading the binlog", m.at_start);
+      m.CloseStream();
+      return s;
+    }
+    m.scratch.reset(ev);
+    m.last_bytes = std::chrono::steady_clock::now();
+    m.bytes += ev->event_length;
+    BinlogItem item;
+    bool done = false;
+    BinlogStatus s = m.OnEvent(&item, &done);
+    if (!s.ok()) {
+      m.CloseStream();
+      return s;
+    }
+    if (done && m.format_description_time == 0) {
+      // Past the file's first events without one: not opened at a start.
+      m.CloseStream();
+      return m.Fail(BinlogErrorKind::kCorrupt,
+                    "no FORMAT_DESCRIPTION event at the start of " + m.file);
+    }
+    if (done) resume_ = item.position;
+  }
+  *unix_time = m.format_description_time;
+  return BinlogStatus();
+}
+
+uint64_t BinlogReader::bytes_read() const { return impl_->bytes.load(); }
 
 BinlogStatus ReadBinlogEnd(MysqlConnection* conn, BinlogPosition* out) {
   MysqlRows rows;

@@ -87,8 +87,9 @@ struct BinlogReaderOptions {
   // shows in SHOW SLAVE HOSTS (and the server_id check can see clashes).
   std::string replica_host;
 
-  // The server sends a heartbeat after this long without events.
-  std::chrono::seconds heartbeat_period{5};
+  // The server sends a heartbeat after this long without events (at least
+  // 1 ms).
+  std::chrono::milliseconds heartbeat_period{5000};
   // No bytes at all for this long (heartbeats included) fail Next() with
   // kSilent: a partition or a hung server. Whole seconds, above the period.
   std::chrono::seconds silence_timeout{15};
@@ -196,6 +197,17 @@ class BinlogReader {
   // Where Open() goes on losing nothing: the end of the last whole
   // transaction, heartbeat or rotation read.
   const BinlogPosition& resume_position() const { return resume_; }
+
+  // Right after Open() at the start of a file (position 4): reads the file's
+  // FORMAT_DESCRIPTION event, which the server wrote when it began the file,
+  // and sets *unix_time to its time (seconds since the epoch). The reader
+  // stays open after it. For choosing where a replay window starts.
+  BinlogStatus ReadFileStartTime(uint32_t* unix_time);
+
+  // Bytes of binlog events received since the reader was made, all
+  // connections together. Any thread: it tells a reader that is busy with a
+  // long transaction of other tables from a silent one.
+  uint64_t bytes_read() const;
 
  private:
   struct Impl;
