@@ -1,7 +1,9 @@
-// walwatch: PostgreSQL logical replication (wal2json) to Kubernetes watch
-// streams on a Unix socket. main wires the pieces together:
+// walwatch: PostgreSQL logical replication (wal2json), or a MySQL/MariaDB
+// binlog, to Kubernetes watch streams on a Unix socket. main wires the
+// pieces together:
 //
-//   PostgreSQL's change source (cdc/postgres/postgres.h)
+//   the database's change source (--source: cdc/postgres/postgres.h or
+//   cdc/mysql/mariadb.h, a Database)
 //     -> ReplicationStream (its own thread) -> EventLog -> HttpServer sessions
 //                                                         (io_context threads)
 #include <signal.h>
@@ -21,6 +23,9 @@
 #include "cdc/change_source.h"
 #include "cdc/database.h"
 #include "cdc/model/resource_catalog.h"
+#include "cdc/mysql/mariadb.h"
+#include "cdc/mysql/mysql_checks.h"
+#include "cdc/mysql/mysql_conninfo.h"
 #include "cdc/postgres/postgres.h"
 #include "cdc/replication_stream.h"
 #include "cdc/state_workers.h"
@@ -129,6 +134,68 @@ size_t MaxConnections(const Config& config, uint64_t open_files) {
       open_files > 2 * reserved ? open_files - reserved : open_files / 2);
 }
 
+// The entry point of the database --source names: the one place that
+// tells the databases apart.
+std::string MakeDatabase(const Config& config, const TableMapping& mapping,
+                         size_t max_transaction_bytes, ResourceCatalog* catalog,
+                         std::unique_ptr<Database>* out) {
+  const int connect_timeout_seconds =
+      static_cast<int>((config.connect_timeout.count() + 999) / 1000);
+  if (config.source == Config::Source::kPostgres) {
+    PostgresOptions o;
+    o.source.conninfo = config.conninfo;
+    o.source.slot = config.slot;
+    o.source.receive_timeout = config.replication_timeout;
+    o.source.connect_timeout_seconds = connect_timeout_seconds;
+    o.source.max_transaction_bytes = max_transaction_bytes;
+    o.source.mapping = mapping;
+    o.state_workers = config.state_workers;
+    o.catch_up_timeout = config.too_large_rv_wait;
+    o.retained_warn_bytes = config.retained_wal_warn_bytes;
+    *out = std::make_unique<Postgres>(std::move(o), catalog);
+    return "";
+  }
+  mysql::MariaDbOptions o;
+  if (config.mysql_conninfo.empty()) {
+    return "--source mysql needs --mysql-conninfo (or "
+           "WALWATCH_MYSQL_CONNINFO), e.g. \"host=db user=walwatch "
+           "password=... database=clusterpedia\"";
+  }
+  if (std::string e =
+          mysql::ParseMysqlConninfo(config.mysql_conninfo, &o.source.conn);
+      !e.empty()) {
+    return "--mysql-conninfo: " + e;
+  }
+  if (config.server_id_from.empty() && config.server_id == 0) {
+    return "--source mysql needs walwatch's own server id as a replica: "
+           "--server-id N, or --server-id-from walwatch-$(POD_NAME) to derive "
+           "one per pod";
+  }
+  o.source.server_id = config.server_id_from.empty()
+                           ? config.server_id
+                           : mysql::DeriveServerId(config.server_id_from);
+  o.source.replica_host = config.server_id_from.empty()
+                              ? "walwatch-" + std::to_string(config.server_id)
+                              : config.server_id_from;
+  o.source.conn.connect_timeout_s =
+      static_cast<unsigned>(connect_timeout_seconds);
+  o.source.mapping = mapping;
+  o.source.heartbeat_period = config.status_interval;
+  o.source.silence_timeout =
+      std::chrono::seconds((config.replication_timeout.count() + 999) / 1000);
+  o.source.replay_window = config.replay_window;
+  o.source.replay_window_bytes = config.replay_window_bytes;
+  o.source.max_transaction_bytes = max_transaction_bytes;
+  o.state_workers = config.state_workers;
+  o.catch_up_timeout = config.too_large_rv_wait;
+  LogInfo("MySQL/MariaDB replica identity",
+          {{"server_id", static_cast<uint64_t>(o.source.server_id)},
+           {"registered_as", o.source.replica_host},
+           {"server", mysql::DescribeParams(o.source.conn)}});
+  *out = std::make_unique<mysql::MariaDb>(std::move(o), catalog);
+  return "";
+}
+
 int Main(int argc, char** argv) {
   Config config;
   std::string err = ParseConfig(argc, argv, environ, &config);
@@ -152,20 +219,10 @@ int Main(int argc, char** argv) {
   // One transaction may hold at most half the log, so that it fits beside
   // what watchers are still reading.
   const size_t max_transaction_bytes = config.max_log_bytes / 2;
-  PostgresOptions pg_options;
-  pg_options.source.conninfo = config.conninfo;
-  pg_options.source.slot = config.slot;
-  pg_options.source.receive_timeout = config.replication_timeout;
-  pg_options.source.connect_timeout_seconds = static_cast<int>(
-      (config.connect_timeout.count() + 999) / 1000);
-  pg_options.source.max_transaction_bytes = max_transaction_bytes;
-  if (std::string e = LoadMapping(config, &pg_options.source.mapping);
-      !e.empty()) {
+  TableMapping mapping;
+  if (std::string e = LoadMapping(config, &mapping); !e.empty()) {
     return Fatal(e);
   }
-  pg_options.state_workers = config.state_workers;
-  pg_options.catch_up_timeout = config.too_large_rv_wait;
-  pg_options.retained_warn_bytes = config.retained_wal_warn_bytes;
 
   ReplicationOptions repl_options;
   repl_options.status_interval = config.status_interval;
@@ -188,8 +245,13 @@ int Main(int argc, char** argv) {
             {{"kinds", config.kinds_path},
              {"resources", static_cast<uint64_t>(declared.size())}});
   }
-  Postgres postgres(pg_options, &catalog);
-  Database& database = postgres;
+  std::unique_ptr<Database> database_owner;
+  if (std::string e = MakeDatabase(config, mapping, max_transaction_bytes,
+                                   &catalog, &database_owner);
+      !e.empty()) {
+    return Fatal(e);
+  }
+  Database& database = *database_owner;
   ReplicationStream replication(repl_options, database.source(), &catalog);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
