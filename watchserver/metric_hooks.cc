@@ -68,6 +68,11 @@ void RegisterReplicationMetrics(Metrics* m,
           "TRUNCATEs, lost slots and oversized transactions that ended every "
           "watch with 410.",
           s.barriers);
+  counter("walwatch_stream_gaps_total",
+          "Times the stream lost what committed up to a position and went on "
+          "after it: a replication slot lost or moved (PostgreSQL), a binlog "
+          "purged before walwatch read it (MySQL). Every watcher relisted.",
+          s.gaps);
   counter("walwatch_received_bytes_total",
           "Bytes of replication messages received.", s.bytes_received);
   m->AddGauge("walwatch_replication_streaming",
