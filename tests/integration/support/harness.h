@@ -1,7 +1,7 @@
-// The integration tests' common ground: Clusterpedia-shaped rows written the
-// way Clusterpedia's internalstorage writes them (one autocommit statement
-// each, GORM's SQL), and WalwatchTest, a fixture that runs walwatch on the
-// test's own database, slot and socket.
+// The PostgreSQL integration tests' common ground: Clusterpedia-shaped rows
+// (watch_rows.h) written the way Clusterpedia's internalstorage writes them
+// (one autocommit statement each, GORM's SQL), and WalwatchTest, a fixture
+// that runs walwatch on the test's own database, slot and socket.
 //
 // Header-only so that it needs no build change; every write returns the
 // writing transaction's xid so that CommitObserver can give its commit LSN.
@@ -9,6 +9,7 @@
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -18,103 +19,17 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "tests/integration/support/pg.h"
 #include "tests/integration/support/walwatch_process.h"
 #include "tests/integration/support/watch_client.h"
+#include "tests/integration/support/watch_rows.h"
 
 namespace walwatch::itest {
-
-inline constexpr char kMemberRvAnnotation[] =
-    "walwatch.clusterpedia.io/member-resource-version";
-// How long a test waits for something walwatch should do promptly.
-inline constexpr std::chrono::seconds kEventWait{20};
-
-// One row of `resources`.
-struct Resource {
-  std::string group, version, resource, kind;
-  std::string cluster, ns, name;
-  std::string uid;
-  std::string member_rv = "100";  // resource_version column = object's RV
-  nlohmann::json spec = nlohmann::json::object();
-
-  std::string ApiVersion() const {
-    return group.empty() ? version : group + "/" + version;
-  }
-  // The object as Clusterpedia stores it.
-  nlohmann::json Object() const {
-    nlohmann::json metadata = {
-        {"name", name},
-        {"uid", uid},
-        {"resourceVersion", member_rv},
-        {"labels", {{"app", "walwatch-it"}, {"quote", "x \"q\""}}},
-        {"annotations", {{"shadow.clusterpedia.io/cluster-name", cluster}}},
-    };
-    if (!ns.empty()) metadata["namespace"] = ns;
-    return {{"apiVersion", ApiVersion()},
-            {"kind", kind},
-            {"metadata", metadata},
-            {"spec", spec}};
-  }
-  // The object a watcher must receive in an event with resourceVersion rv.
-  nlohmann::json Expected(uint64_t rv) const {
-    auto o = Object();
-    o["metadata"]["resourceVersion"] = std::to_string(rv);
-    o["metadata"]["annotations"][kMemberRvAnnotation] = member_rv;
-    return o;
-  }
-};
-
-inline Resource Pod(std::string cluster, std::string ns, std::string name) {
-  Resource r;
-  r.version = "v1";
-  r.resource = "pods";
-  r.kind = "Pod";
-  r.cluster = std::move(cluster);
-  r.ns = std::move(ns);
-  r.name = std::move(name);
-  r.uid = "uid-" + r.cluster + "-" + r.ns + "-" + r.name;
-  r.spec = {{"nodeName", "node-1"}, {"containers", {{{"name", "c"}}}}};
-  return r;
-}
-
-inline Resource Deployment(std::string cluster, std::string ns,
-                           std::string name) {
-  Resource r;
-  r.group = "apps";
-  r.version = "v1";
-  r.resource = "deployments";
-  r.kind = "Deployment";
-  r.cluster = std::move(cluster);
-  r.ns = std::move(ns);
-  r.name = std::move(name);
-  r.uid = "uid-" + r.cluster + "-" + r.ns + "-deploy-" + r.name;
-  r.spec = {{"replicas", 3}};
-  return r;
-}
-
-// A loopback port that was free a moment ago.
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Whether an executable `name` is on PATH (as execvp would find it).
 inline bool OnPath(const std::string& name) {
@@ -192,44 +107,6 @@ inline uint64_t RecordKubeEvent(PgConnection& conn, const Resource& r,
 
 inline uint64_t CurrentXid(PgConnection& conn) {
   return std::stoull(conn.QueryValue("SELECT pg_current_xact_id()::text"));
-}
-
-// Reads exactly `n` events.
-inline ::testing::AssertionResult ReadEvents(WatchClient& watch, size_t n,
-                                             std::vector<WatchEvent>* out,
-                                             Clock::time_point deadline) {
-  for (size_t i = 0; i < n; ++i) {
-    WatchEvent e;
-    auto r = watch.NextEvent(&e, deadline);
-    if (!r) return r << " (after " << i << " of " << n << " events)";
-    out->push_back(std::move(e));
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// Reads events until one named `name` (included), at most `limit` events.
-inline ::testing::AssertionResult ReadUntilName(WatchClient& watch,
-                                                const std::string& name,
-                                                std::vector<WatchEvent>* out,
-                                                Clock::time_point deadline,
-                                                size_t limit = 100000) {
-  for (size_t i = 0; i < limit; ++i) {
-    WatchEvent e;
-    auto r = watch.NextEvent(&e, deadline);
-    if (!r) return r << " (waiting for " << name << " after " << i << " events)";
-    bool found = e.name() == name;
-    out->push_back(std::move(e));
-    if (found) return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no event for " << name;
-}
-
-inline std::string Describe(const std::vector<WatchEvent>& events) {
-  std::string s;
-  for (const auto& e : events) {
-    s += "  " + e.type + " " + e.name() + " rv=" + std::to_string(e.rv()) + "\n";
-  }
-  return s;
 }
 
 // Checks the RV rule for the `n` events `events[first..first+n)` of
