@@ -511,6 +511,27 @@ struct BinlogReader::Impl {
     return BinlogStatus();
   }
 
+  // Fetches the next event and handles it; `*done` when `out` holds an
+  // item. After a failure the stream is closed. `what` and `opening` name
+  // a failure as FetchError does.
+  BinlogStatus ReadEvent(BinlogItem* out, bool* done, const char* what,
+                         bool opening) {
+    // A kept TABLE_MAP took the scratch event: fetch into a new one.
+    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(rpl, scratch.release());
+    if (ev == nullptr) {  // fetch freed the event it was given
+      BinlogStatus s = FetchError(what, opening);
+      CloseStream();
+      return s;
+    }
+    scratch.reset(ev);
+    last_bytes = std::chrono::steady_clock::now();
+    bytes += ev->event_length;
+    *done = false;
+    BinlogStatus s = OnEvent(out, done);
+    if (!s.ok()) CloseStream();
+    return s;
+  }
+
   // One event; `*done` when `out` holds an item.
   BinlogStatus OnEvent(BinlogItem* out, bool* done) {
     MARIADB_RPL_EVENT* ev = scratch.get();
@@ -766,20 +787,10 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   }
   // The server answers with an artificial ROTATE naming the start, or with
   // the error (a purged file, a missing privilege).
-  MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, nullptr);
-  if (ev == nullptr) {
-    BinlogStatus s = m.FetchError("cannot read the binlog", true);
-    m.CloseStream();
-    return s;
-  }
-  m.scratch.reset(ev);
-  m.last_bytes = std::chrono::steady_clock::now();
-  m.bytes += ev->event_length;
   BinlogItem ignored;
   bool done = false;
-  BinlogStatus s = m.OnEvent(&ignored, &done);
-  if (!s.ok()) m.CloseStream();
-  return s;
+  return m.ReadEvent(&ignored, &done, "cannot read the binlog",
+                     /*opening=*/true);
 }
 
 BinlogStatus BinlogReader::Next(BinlogItem* out) {
@@ -788,23 +799,10 @@ BinlogStatus BinlogReader::Next(BinlogItem* out) {
     return m.Fail(BinlogErrorKind::kConnection,
                   "the binlog reader is not open");
   }
-  while (true) {
-    // A kept TABLE_MAP took the scratch event: fetch into a new one.
-    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, m.scratch.release());
-    if (ev == nullptr) {  // fetch freed the event it was given
-      BinlogStatus s = m.FetchError("reading the binlog", m.at_start);
-      m.CloseStream();
-      return s;
-    }
-    m.scratch.reset(ev);
-    m.last_bytes = std::chrono::steady_clock::now();
-    m.bytes += ev->event_length;
+  for (;;) {
     bool done = false;
-    BinlogStatus s = m.OnEvent(out, &done);
-    if (!s.ok()) {
-      m.CloseStream();
-      return s;
-    }
+    BinlogStatus s = m.ReadEvent(out, &done, "reading the binlog", m.at_start);
+    if (!s.ok()) return s;
     if (done) {
       resume_ = out->position;
       return s;
@@ -819,22 +817,11 @@ BinlogStatus BinlogReader::ReadFileStartTime(uint32_t* unix_time) {
                   "the binlog reader is not open");
   }
   while (m.format_description_time == 0) {
-    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, m.scratch.release());
-    if (ev == nullptr) {
-      BinlogStatus s = m.FetchError("reading the binlog", m.at_start);
-      m.CloseStream();
-      return s;
-    }
-    m.scratch.reset(ev);
-    m.last_bytes = std::chrono::steady_clock::now();
-    m.bytes += ev->event_length;
     BinlogItem item;
     bool done = false;
-    BinlogStatus s = m.OnEvent(&item, &done);
-    if (!s.ok()) {
-      m.CloseStream();
-      return s;
-    }
+    BinlogStatus s =
+        m.ReadEvent(&item, &done, "reading the binlog", m.at_start);
+    if (!s.ok()) return s;
     if (done && m.format_description_time == 0) {
       // Past the file's first events without one: not opened at a start.
       m.CloseStream();
