@@ -175,6 +175,33 @@ bool WaitForCurrentRv(EventSink* log, uint64_t rv, Clock::duration timeout,
   return true;
 }
 
+std::string StateSelectSql(
+    const TableMapping& m, const std::string& qualified_table,
+    const StateQuery& q, const char* object_cast,
+    const std::function<std::string(const std::string&)>& ident,
+    const std::function<std::string(const std::string&)>& value) {
+  std::string sql = "SELECT ";
+  for (size_t i = 0; i < kMappedFieldCount; ++i) {
+    if (i) sql += ", ";
+    sql += ident(m.columns[i]);
+    if (static_cast<MappedField>(i) == MappedField::kObject) {
+      sql += object_cast;
+    }
+  }
+  sql += " FROM " + qualified_table;
+  const char* join = " WHERE ";
+  auto where = [&](MappedField f, const std::string& v) {
+    sql += join + ident(m.column(f)) + " = " + value(v);
+    join = " AND ";
+  };
+  where(MappedField::kGroup, q.group);
+  where(MappedField::kVersion, q.version);
+  where(MappedField::kResource, q.resource);
+  if (!q.cluster.empty()) where(MappedField::kCluster, q.cluster);
+  if (!q.ns.empty()) where(MappedField::kNamespace, q.ns);
+  return sql;
+}
+
 void SetStateColumn(ColumnValue* value, const char* text, size_t length) {
   value->state = ColumnValue::State::kValue;
   value->text.reserve(length + 64);  // simdjson's padding

@@ -42,6 +42,7 @@
 #include "cdc/base/clock.h"
 #include "cdc/model/state_source.h"
 #include "cdc/transaction.h"
+#include "schema/table_mapping.h"
 
 namespace walwatch {
 
@@ -127,6 +128,18 @@ class StateWorkerPool : public StateSource {
 bool WaitForCurrentRv(EventSink* log, uint64_t rv, Clock::duration timeout,
                       const StopSignal& stop, const StateSource::Wanted& wanted,
                       const std::function<void()>& poke);
+
+// The SELECT of a state's rows: the mapped columns in MappedField order
+// (the object's followed by `object_cast`, e.g. PostgreSQL's "::text"),
+// from `qualified_table`, of the query's resource, and of its cluster and
+// namespace when it names them. `ident` quotes an identifier; `value` puts
+// a value into the statement (a placeholder it binds, or a quoted
+// literal), called in the order the values appear.
+std::string StateSelectSql(
+    const TableMapping& mapping, const std::string& qualified_table,
+    const StateQuery& q, const char* object_cast,
+    const std::function<std::string(const std::string&)>& ident,
+    const std::function<std::string(const std::string&)>& value);
 
 // One column of a row read in a snapshot: the value as text (a json object
 // keeps the padding the EventBuilder parses it in place with).

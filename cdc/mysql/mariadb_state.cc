@@ -124,28 +124,11 @@ std::string MariaDbStateWorker::ServerEnd(BinlogPosition* at) {
 
 std::string MariaDbStateWorker::StateSql(const StateQuery& q) {
   const TableMapping& m = options_->mapping;
-  std::string sql = "SELECT ";
-  for (size_t i = 0; i < kMappedFieldCount; ++i) {
-    if (i) sql += ", ";
-    sql += QuoteIdentifier(m.columns[i]);
-  }
-  sql += " FROM " + QuoteIdentifier(options_->conn.database) + "." +
-         QuoteIdentifier(m.table) + " WHERE " +
-         QuoteIdentifier(m.column(MappedField::kGroup)) + " = " +
-         conn_.Quote(q.group) + " AND " +
-         QuoteIdentifier(m.column(MappedField::kVersion)) + " = " +
-         conn_.Quote(q.version) + " AND " +
-         QuoteIdentifier(m.column(MappedField::kResource)) + " = " +
-         conn_.Quote(q.resource);
-  if (!q.cluster.empty()) {
-    sql += " AND " + QuoteIdentifier(m.column(MappedField::kCluster)) + " = " +
-           conn_.Quote(q.cluster);
-  }
-  if (!q.ns.empty()) {
-    sql += " AND " + QuoteIdentifier(m.column(MappedField::kNamespace)) +
-           " = " + conn_.Quote(q.ns);
-  }
-  return sql;
+  return StateSelectSql(
+      m,
+      QuoteIdentifier(options_->conn.database) + "." + QuoteIdentifier(m.table),
+      q, "", [](const std::string& name) { return QuoteIdentifier(name); },
+      [this](const std::string& v) { return conn_.Quote(v); });
 }
 
 void MariaDbStateWorker::ReadState(const StateQuery& q,

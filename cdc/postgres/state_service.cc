@@ -176,28 +176,14 @@ void PgStateWorker::NudgeFlush() {
 std::string PgStateWorker::StateSql(const StateQuery& q,
                                     std::vector<std::string>* params) {
   const TableMapping& m = options_->mapping;
-  std::string sql = "SELECT ";
-  for (size_t i = 0; i < kMappedFieldCount; ++i) {
-    if (i) sql += ", ";
-    sql += QuoteIdent(m.columns[i]);
-    if (static_cast<MappedField>(i) == MappedField::kObject) sql += "::text";
-  }
-  sql += " FROM " + QuoteIdent(m.schema) + "." + QuoteIdent(m.table) +
-         " WHERE " + QuoteIdent(m.column(MappedField::kGroup)) + " = $1 AND " +
-         QuoteIdent(m.column(MappedField::kVersion)) + " = $2 AND " +
-         QuoteIdent(m.column(MappedField::kResource)) + " = $3";
-  *params = {q.group, q.version, q.resource};
-  if (!q.cluster.empty()) {
-    params->push_back(q.cluster);
-    sql += " AND " + QuoteIdent(m.column(MappedField::kCluster)) + " = $" +
-           std::to_string(params->size());
-  }
-  if (!q.ns.empty()) {
-    params->push_back(q.ns);
-    sql += " AND " + QuoteIdent(m.column(MappedField::kNamespace)) + " = $" +
-           std::to_string(params->size());
-  }
-  return sql;
+  params->clear();
+  return StateSelectSql(
+      m, QuoteIdent(m.schema) + "." + QuoteIdent(m.table), q, "::text",
+      [](const std::string& name) { return QuoteIdent(name); },
+      [params](const std::string& v) {
+        params->push_back(v);
+        return "$" + std::to_string(params->size());
+      });
 }
 
 void PgStateWorker::ReadState(const StateQuery& q, InitialStateStream* stream) {
