@@ -16,18 +16,6 @@ namespace {
 
 class MariaDbEventsTest : public MariaDbWalwatchTest {};
 
-// The line starts exactly like the apiserver's: {"type":"T","object":{
-::testing::AssertionResult WireStartsWith(const WatchEvent& e,
-                                          const std::string& type) {
-  const std::string prefix = "{\"type\":\"" + type + "\",\"object\":{";
-  if (e.raw.rfind(prefix, 0) == 0 && e.raw.back() == '}') {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "event line does not start with " << prefix << ": "
-         << e.raw.substr(0, 200);
-}
-
 ::testing::AssertionResult Expired(const WatchEvent& e) {
   if (e.type == "ERROR" && e.object.value("code", 0) == 410 &&
       e.object.value("reason", "") == "Expired") {

@@ -227,16 +227,7 @@ class WalwatchTest : public PgDatabaseTest {
   // GET /walwatch/v1/freshrv: an RV at least as new as the database now.
   // 0 (and a test failure) if walwatch does not answer.
   uint64_t FreshRv(const WalwatchProcess& walwatch) {
-    HttpResponse r =
-        HttpGet(walwatch.socket_path(), "/walwatch/v1/freshrv", In(kEventWait));
-    auto doc = nlohmann::json::parse(r.body, nullptr, false);
-    if (!r.ok || r.status != 200 || !doc.is_object() ||
-        !doc.contains("resourceVersion")) {
-      ADD_FAILURE() << "GET /walwatch/v1/freshrv: HTTP " << r.status << " "
-                    << r.error << r.body;
-      return 0;
-    }
-    return std::stoull(doc["resourceVersion"].get<std::string>());
+    return FetchFreshRv(walwatch.socket_path());
   }
 
   // Opens a watch and checks the streaming response header. Without `rv`
@@ -246,25 +237,7 @@ class WalwatchTest : public PgDatabaseTest {
                                        const WalwatchProcess& walwatch,
                                        const std::string& path,
                                        std::optional<uint64_t> rv = {}) {
-    if (!rv) rv = FreshRv(walwatch);
-    auto r = watch.Open(walwatch.socket_path(), WatchTarget(path, rv),
-                        In(kEventWait));
-    if (!r) return r;
-    if (watch.status() != 200) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": HTTP " << watch.status() << " "
-             << watch.body();
-    }
-    if (watch.content_type().rfind("application/json", 0) != 0) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": Content-Type '"
-             << watch.content_type() << "', expected application/json";
-    }
-    if (!watch.chunked()) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": response is not chunked";
-    }
-    return ::testing::AssertionSuccess();
+    return OpenWatchOn(watch, walwatch.socket_path(), path, rv);
   }
 
  private:

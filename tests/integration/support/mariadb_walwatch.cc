@@ -252,32 +252,4 @@ WalwatchProcess* MariaDbWalwatchTest::StartWalwatch(WalwatchOptions options) {
   return &p;
 }
 
-uint64_t MariaDbWalwatchTest::FreshRv(const WalwatchProcess& walwatch) {
-  HttpResponse r =
-      HttpGet(walwatch.socket_path(), "/walwatch/v1/freshrv", In(kEventWait));
-  auto doc = nlohmann::json::parse(r.body, nullptr, false);
-  if (!r.ok || r.status != 200 || !doc.is_object() ||
-      !doc.contains("resourceVersion")) {
-    ADD_FAILURE() << "GET /walwatch/v1/freshrv: HTTP " << r.status << " "
-                  << r.error << r.body;
-    return 0;
-  }
-  return std::stoull(doc["resourceVersion"].get<std::string>());
-}
-
-::testing::AssertionResult MariaDbWalwatchTest::OpenWatch(
-    WatchClient& watch, const WalwatchProcess& walwatch,
-    const std::string& path, std::optional<uint64_t> rv) {
-  if (!rv) rv = FreshRv(walwatch);
-  auto r =
-      watch.Open(walwatch.socket_path(), WatchTarget(path, rv), In(kEventWait));
-  if (!r) return r;
-  if (watch.status() != 200) {
-    return ::testing::AssertionFailure()
-           << "GET " << watch.target() << ": HTTP " << watch.status() << " "
-           << watch.body();
-  }
-  return ::testing::AssertionSuccess();
-}
-
 }  // namespace walwatch::itest

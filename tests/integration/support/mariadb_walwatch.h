@@ -92,14 +92,16 @@ class MariaDbWalwatchTest : public ::testing::Test {
   WalwatchProcess* StartWalwatch(WalwatchOptions options);
   WalwatchProcess* StartWalwatch() { return StartWalwatch(Options()); }
 
-  // GET /walwatch/v1/freshrv; 0 (and a failure) if it fails.
-  uint64_t FreshRv(const WalwatchProcess& walwatch);
-  // Opens a watch of `path` from `rv` (default: a fresh RV) and checks the
-  // streaming response header.
+  // As WalwatchTest's (watch_rows.h).
+  uint64_t FreshRv(const WalwatchProcess& walwatch) {
+    return FetchFreshRv(walwatch.socket_path());
+  }
   ::testing::AssertionResult OpenWatch(WatchClient& watch,
                                        const WalwatchProcess& walwatch,
                                        const std::string& path,
-                                       std::optional<uint64_t> rv = {});
+                                       std::optional<uint64_t> rv = {}) {
+    return OpenWatchOn(watch, walwatch.socket_path(), path, rv);
+  }
 
  private:
   const MariaDbServer* server_ = nullptr;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,59 @@ inline std::string Describe(const std::vector<WatchEvent>& events) {
         "  " + e.type + " " + e.name() + " rv=" + std::to_string(e.rv()) + "\n";
   }
   return s;
+}
+
+// The line starts exactly like the apiserver's: {"type":"T","object":{
+inline ::testing::AssertionResult WireStartsWith(const WatchEvent& e,
+                                                 const std::string& type) {
+  std::string prefix = "{\"type\":\"" + type + "\",\"object\":{";
+  if (e.raw.rfind(prefix, 0) == 0 && e.raw.back() == '}') {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "event line does not start with " << prefix
+         << " (or end with '}'): " << e.raw.substr(0, 200);
+}
+
+// GET /walwatch/v1/freshrv on `socket_path`: an RV at least as new as the
+// database now. 0 (and a test failure) if walwatch does not answer.
+inline uint64_t FetchFreshRv(const std::string& socket_path) {
+  HttpResponse r = HttpGet(socket_path, "/walwatch/v1/freshrv", In(kEventWait));
+  auto doc = nlohmann::json::parse(r.body, nullptr, false);
+  if (!r.ok || r.status != 200 || !doc.is_object() ||
+      !doc.contains("resourceVersion")) {
+    ADD_FAILURE() << "GET /walwatch/v1/freshrv: HTTP " << r.status << " "
+                  << r.error << r.body;
+    return 0;
+  }
+  return std::stoull(doc["resourceVersion"].get<std::string>());
+}
+
+// Opens a watch of `path` on `socket_path` from `rv` (without one, from
+// now: a fresh RV, not from the initial state an unset resourceVersion
+// asks for), and checks the streaming response header.
+inline ::testing::AssertionResult OpenWatchOn(WatchClient& watch,
+                                              const std::string& socket_path,
+                                              const std::string& path,
+                                              std::optional<uint64_t> rv) {
+  if (!rv) rv = FetchFreshRv(socket_path);
+  auto r = watch.Open(socket_path, WatchTarget(path, rv), In(kEventWait));
+  if (!r) return r;
+  if (watch.status() != 200) {
+    return ::testing::AssertionFailure()
+           << "GET " << watch.target() << ": HTTP " << watch.status() << " "
+           << watch.body();
+  }
+  if (watch.content_type().rfind("application/json", 0) != 0) {
+    return ::testing::AssertionFailure()
+           << "GET " << watch.target() << ": Content-Type '"
+           << watch.content_type() << "', expected application/json";
+  }
+  if (!watch.chunked()) {
+    return ::testing::AssertionFailure()
+           << "GET " << watch.target() << ": response is not chunked";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace walwatch::itest
