@@ -51,7 +51,7 @@ install(FILES
         DESTINATION share/walwatch)
 install(FILES
           "${_walwatch_root}/README.md"
-          "${_walwatch_root}/schema/PROTOCOL.md"
+          "${_walwatch_root}/watchserver/PROTOCOL.md"
         DESTINATION share/doc/walwatch)
 
 # --- CPack -----------------------------------------------------------------

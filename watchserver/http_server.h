@@ -2,7 +2,7 @@
 // on a Unix socket, and optionally on a loopback TCP address for tools such
 // as kubectl. Each connection is read by an HttpSession (http_session.h),
 // which answers its requests and hands a watch's connection to a WatchStream
-// (watch_stream.h); see schema/PROTOCOL.md.
+// (watch_stream.h); see watchserver/PROTOCOL.md.
 //
 // Ownership: the caller owns the io_context, the EventLog and the
 // ResourceCatalog, and keeps them alive until Stop() has returned and the

@@ -536,7 +536,7 @@ void HttpSession::StartWatch() {
   WatchStream::Spec& spec = *watch_;
   const WatchRequest& watch = spec.watch;
   // Every resource path is served, whether or not the table holds a row of
-  // it (schema/PROTOCOL.md, "Paths"): the APIServer decides which resources
+  // it (watchserver/PROTOCOL.md, "Paths"): the APIServer decides which resources
   // exist. The catalog only names the kind the bookmarks carry.
   spec.resource_key =
       EventLog::ResourceKey(watch.group, watch.version, watch.resource);

@@ -8,7 +8,7 @@
 // StateSource, or the initial state's), answering a Status if that fails.
 // Then it hands the connection over to a WatchStream (watch_stream.h),
 // which takes its place in the SessionRegistry, and its part is done.
-// schema/PROTOCOL.md is the wire contract.
+// watchserver/PROTOCOL.md is the wire contract.
 //
 // Ownership: a StrandSession (strand_session.h): it owns itself, alive while
 // an asynchronous operation holds shared_from_this(); the log's, the state
@@ -141,7 +141,7 @@ class HttpSession : public StrandSession<HttpSession> {
   void OnReadForDisconnect(ErrorCode ec, size_t bytes);
 
   // A watch, up to its header: where it starts (the resourceVersion rules
-  // of schema/PROTOCOL.md), and the waits before it can.
+  // of watchserver/PROTOCOL.md), and the waits before it can.
   void StartWatch();
   void WaitForResourceVersion(uint64_t rv);
   void OnResourceVersionReached();

@@ -5,7 +5,7 @@
 // the event log's size and positions, and the HTTP server's connections
 // and buffers. main() calls these once each, in this order (the order of
 // /metrics), before anything scrapes. The names, help texts and labels are
-// the ones README.md, schema/PROTOCOL.md and packaging/ name
+// the ones README.md, watchserver/PROTOCOL.md and packaging/ name
 // (tests/packaging checks them against a scrape).
 //
 // Ownership: the hooks keep pointers and references to the objects passed

@@ -1,7 +1,6 @@
 #include "watchserver/metrics.h"
 
 #include <map>
-#include <mutex>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -12,6 +11,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include "cdc/base/mutex.h"
 
 namespace walwatch {
 
@@ -77,9 +78,9 @@ struct Metrics::Impl {
     prometheus::Gauge* gauge = nullptr;
     uint64_t watches = 0;
   };
-  std::mutex watchers_mu;
+  Mutex watchers_mu;
   std::map<std::tuple<std::string, std::string, std::string>, WatcherSeries>
-      watcher_series;  // GUARDED_BY(watchers_mu)
+      watcher_series GUARDED_BY(watchers_mu);
 
   struct Hook {
     std::function<double()> read;
@@ -87,8 +88,8 @@ struct Metrics::Impl {
     prometheus::Counter* counter = nullptr;
     double last = 0;
   };
-  std::mutex mu;
-  std::vector<Hook> hooks;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::vector<Hook> hooks GUARDED_BY(mu);
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges;
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters;
 
@@ -134,7 +135,7 @@ Metrics::~Metrics() = default;
 
 void Metrics::WatchStarted(const std::string& group, const std::string& version,
                            const std::string& resource) {
-  std::lock_guard<std::mutex> lock(impl_->watchers_mu);
+  MutexLock lock(&impl_->watchers_mu);
   Impl::WatcherSeries& series =
       impl_->watcher_series[std::make_tuple(group, version, resource)];
   if (!series.gauge) {
@@ -148,7 +149,7 @@ void Metrics::WatchStarted(const std::string& group, const std::string& version,
 void Metrics::WatchEnded(const std::string& group, const std::string& version,
                          const std::string& resource, WatchEndReason reason) {
   {
-    std::lock_guard<std::mutex> lock(impl_->watchers_mu);
+    MutexLock lock(&impl_->watchers_mu);
     auto it =
         impl_->watcher_series.find(std::make_tuple(group, version, resource));
     if (it != impl_->watcher_series.end()) {
@@ -193,7 +194,7 @@ void Metrics::AddLabeledCounter(const std::string& name,
                                 const std::string& label,
                                 const std::string& value,
                                 std::function<double()> read) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   Impl::Hook h;
   h.read = std::move(read);
   prometheus::Labels labels;
@@ -206,7 +207,7 @@ void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
                               const std::string& label,
                               const std::string& value,
                               std::function<double()> read) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   Impl::Hook h;
   h.read = std::move(read);
   prometheus::Labels labels;
@@ -217,7 +218,7 @@ void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
 
 std::string Metrics::Scrape() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    MutexLock lock(&impl_->mu);
     for (Impl::Hook& h : impl_->hooks) {
       double v = h.read();
       if (h.gauge) {

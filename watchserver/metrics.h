@@ -5,7 +5,7 @@
 // metric_hooks.h registers those.
 //
 // Names follow Prometheus conventions: walwatch_ prefix, _total counters,
-// _bytes and _seconds units. schema/PROTOCOL.md and README.md list them.
+// _bytes and _seconds units. watchserver/PROTOCOL.md and README.md list them.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef WALWATCH_WATCHSERVER_METRICS_H_

@@ -1,3 +1,4 @@
+#include "cdc/base/mutex.h"
 #include "watchserver/ops_server.h"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -8,7 +9,6 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -42,9 +42,9 @@ class OpsSession;
 // would hold open (a scraper on one connection would otherwise keep the
 // process from exiting).
 struct Sessions {
-  std::mutex mu;
-  std::unordered_map<OpsSession*, std::weak_ptr<OpsSession>> open;  // GUARDED_BY(mu)
-  bool stopped = false;                                            // GUARDED_BY(mu)
+  Mutex mu;
+  std::unordered_map<OpsSession*, std::weak_ptr<OpsSession>> open GUARDED_BY(mu);
+  bool stopped GUARDED_BY(mu) = false;
 };
 
 class OpsSession : public std::enable_shared_from_this<OpsSession> {
@@ -57,7 +57,7 @@ class OpsSession : public std::enable_shared_from_this<OpsSession> {
         ready_(ready),
         sessions_(std::move(sessions)) {}
   ~OpsSession() {
-    std::lock_guard<std::mutex> lock(sessions_->mu);
+    MutexLock lock(&sessions_->mu);
     sessions_->open.erase(this);
   }
 
@@ -65,7 +65,7 @@ class OpsSession : public std::enable_shared_from_this<OpsSession> {
   // serves kMaxConnections already.
   bool Start() {
     {
-      std::lock_guard<std::mutex> lock(sessions_->mu);
+      MutexLock lock(&sessions_->mu);
       if (sessions_->stopped || sessions_->open.size() >= kMaxConnections) {
         return false;
       }
@@ -248,7 +248,7 @@ void OpsServer::Stop() {
   });
   std::vector<std::shared_ptr<OpsSession>> open;
   {
-    std::lock_guard<std::mutex> lock(impl->sessions->mu);
+    MutexLock lock(&impl->sessions->mu);
     impl->sessions->stopped = true;
     for (auto& [raw, weak] : impl->sessions->open) {
       if (auto session = weak.lock()) open.push_back(std::move(session));

@@ -180,7 +180,7 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
   if (const std::string* v = first("watch")) *watch = QueryBool(*v);
   if (const std::string* v = first("resourceVersion"); v && !v->empty()) {
     // Canonical form only (no leading zeros), so that one RV has one
-    // spelling (schema/PROTOCOL.md).
+    // spelling (watchserver/PROTOCOL.md).
     uint64_t rv = 0;
     bool leading_zero = v->size() > 1 && (*v)[0] == '0';
     if (leading_zero ||

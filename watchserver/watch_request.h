@@ -6,7 +6,7 @@
 //   [/clusters/{cluster}]/api/v1/[namespaces/{ns}/]{resource}
 //   [/clusters/{cluster}]/apis/{group}/{version}/[namespaces/{ns}/]{resource}
 // Health paths: /healthz, /readyz, /livez.
-// RV endpoints for an APIServer's own SQL lists (schema/PROTOCOL.md):
+// RV endpoints for an APIServer's own SQL lists (watchserver/PROTOCOL.md):
 //   /walwatch/v1/handoff?snapshot=<pg_current_snapshot()>[&insertLSN=<pg_lsn>]
 //   /walwatch/v1/handoff?binlogFile=<file>&binlogPosition=<offset>  (MySQL)
 //   /walwatch/v1/freshrv

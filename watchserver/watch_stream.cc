@@ -1,5 +1,5 @@
 // WatchStream: where a watch starts in the log, its initial state, the live
-// stream from the EventLog, bookmarks, and how it ends. schema/PROTOCOL.md
+// stream from the EventLog, bookmarks, and how it ends. watchserver/PROTOCOL.md
 // is the contract this implements.
 #include "watchserver/watch_stream.h"
 

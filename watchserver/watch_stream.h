@@ -8,7 +8,7 @@
 // timeoutSeconds or Shutdown(), after a 410 ERROR event when its cursor
 // falls out of the log or its backlog passes the bound, or at once when the
 // client goes away. Its ChunkWriter (chunk_writer.h) does the writing.
-// schema/PROTOCOL.md is the contract this implements.
+// watchserver/PROTOCOL.md is the contract this implements.
 //
 // Ownership: a StrandSession (strand_session.h): it owns itself, alive while
 // an asynchronous operation holds shared_from_this(); the log's and the

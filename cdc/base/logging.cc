@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <mutex>
 
+#include "cdc/base/mutex.h"
 #include "cdc/base/text.h"
 
 namespace walwatch {
@@ -19,7 +19,7 @@ std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 // Serializes the write(2) calls. One write is atomic for a pipe only up to
 // PIPE_BUF bytes, and a write can be cut short by a signal; holding the mutex
 // while the rest of a line goes out keeps lines whole within this process.
-std::mutex g_write_mu;
+Mutex g_write_mu;
 
 
 // "2026-12-02T13:21:36.726Z": UTC, millisecond precision.
@@ -67,7 +67,7 @@ bool IsJsonNumber(std::string_view s) {
 // Writes all of `line` to stderr. Normally one write(2); more only if the
 // kernel accepted part of it (signal, full non-blocking pipe).
 void WriteLine(const std::string& line) {
-  std::lock_guard<std::mutex> lock(g_write_mu);
+  MutexLock lock(&g_write_mu);
   const char* p = line.data();
   size_t left = line.size();
   int stalls = 0;

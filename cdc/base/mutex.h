@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "cdc/base/thread_annotations.h"
 
@@ -91,6 +92,30 @@ class CondVar {
   template <typename Rep, typename Period>
   bool WaitFor(MutexLock* lock, const std::chrono::duration<Rep, Period>& d) {
     return WaitUntil(lock, std::chrono::steady_clock::now() + d);
+  }
+  // As the std predicate overloads: wait while !pred(), which runs with the
+  // mutex held. The analysis does not follow into `pred`: mark a lambda
+  // that reads guarded state REQUIRES(mu) itself.
+  template <typename Pred>
+  void Wait(MutexLock* lock, Pred pred) NO_THREAD_SAFETY_ANALYSIS {
+    while (!pred()) Wait(lock);
+  }
+  // Returns pred() as it stood at the end: false if the deadline passed
+  // first.
+  template <typename Clock, typename Duration, typename Pred>
+  bool WaitUntil(MutexLock* lock,
+                 const std::chrono::time_point<Clock, Duration>& deadline,
+                 Pred pred) NO_THREAD_SAFETY_ANALYSIS {
+    while (!pred()) {
+      if (!WaitUntil(lock, deadline)) return pred();
+    }
+    return true;
+  }
+  template <typename Rep, typename Period, typename Pred>
+  bool WaitFor(MutexLock* lock, const std::chrono::duration<Rep, Period>& d,
+               Pred pred) {
+    return WaitUntil(lock, std::chrono::steady_clock::now() + d,
+                     std::move(pred));
   }
   void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }

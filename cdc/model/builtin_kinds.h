@@ -1,7 +1,7 @@
 // The kinds of Kubernetes' built-in resources, and a guess for the others.
 //
 // A watch's bookmarks carry the watched resource's kind and apiVersion
-// (schema/PROTOCOL.md, "Bookmarks"), and client-go's decoders need the kind.
+// (watchserver/PROTOCOL.md, "Bookmarks"), and client-go's decoders need the kind.
 // When the table has never held a row of a resource, these are what
 // ResourceCatalog falls back on.
 //

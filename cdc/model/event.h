@@ -76,7 +76,7 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  // The resourceVersion this event carries (see schema/PROTOCOL.md): its
+  // The resourceVersion this event carries (see watchserver/PROTOCOL.md): its
   // transaction's commit LSN c(T) for the transaction's last event, c(T)-1
   // for the others (an initial state's events: the state's RV).
   uint64_t rv = 0;

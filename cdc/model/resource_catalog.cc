@@ -17,7 +17,7 @@ const char* KindSourceName(KindSource source) {
 
 void ResourceCatalog::Add(const GroupVersionResource& gvr,
                           const std::string& kind) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = seen_.find(gvr);
   if (it == seen_.end()) {
     seen_.emplace(gvr, kind);
@@ -32,14 +32,14 @@ void ResourceCatalog::Add(const GroupVersionResource& gvr,
 void ResourceCatalog::Declare(const GroupVersionResource& gvr,
                               const std::string& kind) {
   if (kind.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   declared_[gvr] = kind;
   declared_any_version_[GroupResource{gvr.group, gvr.resource}] = kind;
 }
 
 ResolvedKind ResourceCatalog::Resolve(const GroupVersionResource& gvr) const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (auto it = seen_.find(gvr); it != seen_.end() && !it->second.empty()) {
       return {it->second, KindSource::kSeen};
     }
@@ -64,7 +64,7 @@ ResolvedKind ResourceCatalog::Resolve(const GroupVersionResource& gvr) const {
 
 std::vector<std::pair<GroupVersionResource, std::string>>
 ResourceCatalog::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {seen_.begin(), seen_.end()};
 }
 

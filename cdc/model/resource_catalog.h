@@ -1,5 +1,5 @@
 // ResourceCatalog knows the kind of each resource walwatch serves, for the
-// bookmarks of its watches (schema/PROTOCOL.md, "Kinds"). Every well-formed
+// bookmarks of its watches (watchserver/PROTOCOL.md, "Kinds"). Every well-formed
 // resource path is served, whether or not the table holds a row of it; the
 // catalog only says which kind the stream's bookmarks carry.
 //
@@ -21,11 +21,12 @@
 #define WALWATCH_CDC_MODEL_RESOURCE_CATALOG_H_
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "cdc/base/mutex.h"
 
 namespace walwatch {
 
@@ -74,13 +75,13 @@ class ResourceCatalog {
  private:
   using GroupResource = std::pair<std::string, std::string>;
 
-  mutable std::mutex mu_;
-  std::map<GroupVersionResource, std::string> seen_;      // GUARDED_BY(mu_)
-  std::map<GroupVersionResource, std::string> declared_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<GroupVersionResource, std::string> seen_ GUARDED_BY(mu_);
+  std::map<GroupVersionResource, std::string> declared_ GUARDED_BY(mu_);
   // The first non-empty kind of any version, seen or declared.
-  std::map<GroupResource, std::string> seen_any_version_;  // GUARDED_BY(mu_)
+  std::map<GroupResource, std::string> seen_any_version_ GUARDED_BY(mu_);
   std::map<GroupResource, std::string>
-      declared_any_version_;  // GUARDED_BY(mu_)
+      declared_any_version_ GUARDED_BY(mu_);
 };
 
 }  // namespace walwatch

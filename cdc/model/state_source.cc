@@ -40,7 +40,7 @@ void InitialStateStream::NotifyLocked(
 void InitialStateStream::Ready(uint64_t rv) {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ready_ = true;
     rv_ = rv;
     NotifyLocked(&wake);
@@ -59,10 +59,10 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
   }
   std::vector<std::function<void()>> wake;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Admit a batch whenever the queue is empty, so one batch larger than
     // the bound still passes.
-    auto room = [&] {
+    auto room = [&]() REQUIRES(mu_) {
       return cancelled_ || queue_.empty() ||
              queued_bytes_ + bytes <= max_queued_bytes_;
     };
@@ -74,7 +74,7 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
     bool stalled = false;
     while (!room()) {
       if (!overall && !stall) {
-        space_.wait(lock, room);
+        space_.Wait(&lock, room);
         break;
       }
       const Clock::time_point now = Clock::now();
@@ -82,7 +82,7 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
           now + (stall_timeout_ - window_waited_);
       const bool window_first = stall && (!overall || window_end < deadline_);
       const bool got_room =
-          space_.wait_until(lock, window_first ? window_end : deadline_, room);
+          space_.WaitUntil(&lock, window_first ? window_end : deadline_, room);
       if (stall) window_waited_ += Clock::now() - now;
       if (got_room) break;
       if (!window_first) {
@@ -125,7 +125,7 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
         error_ = {410, "Expired", std::move(failure)};
         NotifyLocked(&wake);
       }
-      lock.unlock();
+      lock.Unlock();
       for (auto& w : wake) w();
       if (report_stall && on_stall_) on_stall_();
       return false;
@@ -142,7 +142,7 @@ bool InitialStateStream::Push(std::vector<EventPtr> events) {
 void InitialStateStream::Finish() {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
     NotifyLocked(&wake);
   }
@@ -152,7 +152,7 @@ void InitialStateStream::Finish() {
 void InitialStateStream::Fail(StateError error) {
   std::vector<std::function<void()>> wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     failed_ = true;
     error_ = std::move(error);
     NotifyLocked(&wake);
@@ -162,17 +162,17 @@ void InitialStateStream::Fail(StateError error) {
 
 void InitialStateStream::Cancel() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     wake_ = nullptr;
     queue_.clear();
     queued_bytes_ = 0;
   }
-  space_.notify_all();
+  space_.SignalAll();
 }
 
 bool InitialStateStream::cancelled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cancelled_;
 }
 
@@ -181,7 +181,7 @@ InitialStateStream::Taken InitialStateStream::Take(
   Taken t;
   bool freed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     bool news = !queue_.empty() || failed_ || (ready_ && !reported_ready_) ||
                 (finished_ && queue_.empty());
     while (!queue_.empty()) {
@@ -199,7 +199,7 @@ InitialStateStream::Taken InitialStateStream::Take(
     if (ready_) reported_ready_ = true;
     if (!news && !finished_ && !failed_) wake_ = std::move(wake);
   }
-  if (freed) space_.notify_all();
+  if (freed) space_.SignalAll();
   return t;
 }
 

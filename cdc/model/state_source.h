@@ -15,16 +15,15 @@
 #define WALWATCH_CDC_MODEL_STATE_SOURCE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cdc/base/mutex.h"
 #include "cdc/model/event.h"
 
 namespace walwatch {
@@ -108,7 +107,7 @@ class InitialStateStream {
   Taken Take(std::vector<EventPtr>* out, std::function<void()> wake);
 
  private:
-  void NotifyLocked(std::vector<std::function<void()>>* wake);
+  void NotifyLocked(std::vector<std::function<void()>>* wake) REQUIRES(mu_);
 
   const size_t max_queued_bytes_;
   const std::chrono::milliseconds timeout_;
@@ -116,24 +115,24 @@ class InitialStateStream {
   const std::chrono::milliseconds stall_timeout_;
   const uint64_t min_rate_;
   const std::function<void()> on_stall_;
-  mutable std::mutex mu_;
-  std::condition_variable space_;
-  std::deque<EventPtr> queue_;   // GUARDED_BY(mu_)
-  size_t queued_bytes_ = 0;      // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar space_;
+  std::deque<EventPtr> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
   // The stall window: how long the producer has waited on a full queue
   // since the window began, and what the consumer took meanwhile. When the
   // waits add up to stall_timeout the window is judged against min_rate,
   // and the next one begins.
-  std::chrono::steady_clock::duration window_waited_{};  // GUARDED_BY(mu_)
-  uint64_t window_taken_ = 0;                            // GUARDED_BY(mu_)
-  bool ready_ = false;           // GUARDED_BY(mu_)
-  uint64_t rv_ = 0;              // GUARDED_BY(mu_)
-  bool finished_ = false;        // GUARDED_BY(mu_)
-  bool failed_ = false;          // GUARDED_BY(mu_)
-  bool cancelled_ = false;       // GUARDED_BY(mu_)
-  bool reported_ready_ = false;  // GUARDED_BY(mu_)
-  StateError error_;             // GUARDED_BY(mu_)
-  std::function<void()> wake_;   // GUARDED_BY(mu_)
+  std::chrono::steady_clock::duration window_waited_ GUARDED_BY(mu_){};
+  uint64_t window_taken_ GUARDED_BY(mu_) = 0;
+  bool ready_ GUARDED_BY(mu_) = false;
+  uint64_t rv_ GUARDED_BY(mu_) = 0;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool failed_ GUARDED_BY(mu_) = false;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  bool reported_ready_ GUARDED_BY(mu_) = false;
+  StateError error_ GUARDED_BY(mu_);
+  std::function<void()> wake_ GUARDED_BY(mu_);
 };
 
 // The handoff's snapshot as the endpoint takes it (PROTOCOL.md, "Handoff"):

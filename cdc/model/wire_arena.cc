@@ -30,8 +30,8 @@ struct WireArena::File {
   std::atomic<size_t> live_segments{0};
   // Ranges of the file whose segment is gone (punched out), for the next
   // segments: the file stays as large as the most segments ever alive.
-  std::mutex mu;
-  std::vector<uint64_t> free_offsets;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::vector<uint64_t> free_offsets GUARDED_BY(mu);
 };
 
 // A segment's header, in its own first bytes (found by masking an address).
@@ -125,7 +125,7 @@ bool WireArena::NewSegmentLocked() {
   uint64_t offset = next_offset_;
   bool reused = false;
   {
-    std::lock_guard<std::mutex> lock(file_->mu);
+    MutexLock lock(&file_->mu);
     if (!file_->free_offsets.empty()) {
       offset = file_->free_offsets.back();
       file_->free_offsets.pop_back();
@@ -153,7 +153,7 @@ bool WireArena::NewSegmentLocked() {
     // Nothing of the range was mapped or written: the next try uses it.
     const int error = errno;
     if (reused) {
-      std::lock_guard<std::mutex> lock(file_->mu);
+      MutexLock lock(&file_->mu);
       file_->free_offsets.push_back(offset);
     }
     if (!failing_) {
@@ -185,7 +185,7 @@ bool WireArena::Allocate(size_t header_bytes, size_t wire_bytes, Block* out) {
       framed > kSegmentBytes - kWireRegion) {
     return false;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (current_ == nullptr || header_used_ + header_bytes > kWireRegion ||
       wire_used_ + framed > kSegmentBytes) {
     if (!NewSegmentLocked()) return false;
@@ -226,7 +226,7 @@ void WireArena::ReleaseSegment(Segment* segment) {
     LogWarn("cannot free a segment of the event file",
             {{"error", std::strerror(errno)}});
   } else {
-    std::lock_guard<std::mutex> lock(file->mu);
+    MutexLock lock(&file->mu);
     file->free_offsets.push_back(offset);
   }
   file->live_segments.fetch_sub(1, std::memory_order_relaxed);
@@ -245,7 +245,7 @@ size_t WireArena::live_segments() const {
 }
 
 uint64_t WireArena::segments_made() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return segments_made_;
 }
 

@@ -46,8 +46,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "cdc/base/mutex.h"
 
 namespace walwatch {
 
@@ -107,18 +108,18 @@ class WireArena {
   struct Segment;
   explicit WireArena(File* file);
   // A new current segment, the old one released. False if none could be made.
-  bool NewSegmentLocked();
+  bool NewSegmentLocked() REQUIRES(mu_);
   static void ReleaseSegment(Segment* segment);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   File* const file_;  // one reference held by the arena
-  Segment* current_ = nullptr;  // GUARDED_BY(mu_); holds one reference
-  size_t header_used_ = 0;      // GUARDED_BY(mu_); offsets in current_
-  size_t wire_used_ = 0;        // GUARDED_BY(mu_)
-  uint64_t next_offset_ = 0;    // GUARDED_BY(mu_); of the next segment
-  uint64_t segments_made_ = 0;  // GUARDED_BY(mu_)
-  uint64_t heap_before_retry_ = 0;  // GUARDED_BY(mu_)
-  bool failing_ = false;  // GUARDED_BY(mu_); the last try failed (warned)
+  Segment* current_ GUARDED_BY(mu_) = nullptr;  // holds one reference
+  size_t header_used_ GUARDED_BY(mu_) = 0;  // offsets in current_
+  size_t wire_used_ GUARDED_BY(mu_) = 0;
+  uint64_t next_offset_ GUARDED_BY(mu_) = 0;  // of the next segment
+  uint64_t segments_made_ GUARDED_BY(mu_) = 0;
+  uint64_t heap_before_retry_ GUARDED_BY(mu_) = 0;
+  bool failing_ GUARDED_BY(mu_) = false;  // the last try failed (warned)
 };
 
 }  // namespace walwatch

@@ -3,6 +3,8 @@
 #include <mysql.h>
 #include <sys/socket.h>
 
+#include <mutex>  // std::call_once
+
 namespace walwatch::mysql {
 
 namespace {
@@ -51,7 +53,7 @@ MysqlConnection::MysqlConnection() { InitLibraryOnce(); }
 MysqlConnection::~MysqlConnection() { Close(); }
 
 void MysqlConnection::Close() {
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   fd_ = -1;
   if (conn_ != nullptr) {
     mysql_close(conn_);
@@ -113,7 +115,7 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
     conn_ = nullptr;
     return e;
   }
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   fd_ = static_cast<int>(mysql_get_socket(conn_));
   return "";
 }
@@ -230,7 +232,7 @@ std::string MysqlConnection::Quote(std::string_view text) {
 }
 
 void MysqlConnection::Interrupt() {
-  std::lock_guard<std::mutex> lock(fd_mutex_);
+  MutexLock lock(&fd_mutex_);
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 

@@ -10,11 +10,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "cdc/base/mutex.h"
 
 struct st_mysql;  // MYSQL of <mysql.h>
 
@@ -101,7 +102,7 @@ class MysqlConnection {
   st_mysql* conn_ = nullptr;
   // The socket, for Interrupt(); the mutex keeps it from being shut down
   // after Close() has closed it (and its number was reused).
-  std::mutex fd_mutex_;
+  Mutex fd_mutex_;
   int fd_ = -1;
   std::string target_;
   unsigned last_errno_ = 0;

@@ -1,7 +1,7 @@
 // PostgreSQL log sequence numbers (LSNs) and the resourceVersions built on
 // them. An LSN is a uint64 byte position in the WAL, written by PostgreSQL as
 // two hex halves "XXXXXXXX/YYYYYYYY". walwatch's resourceVersion is that same
-// uint64 in decimal (schema/PROTOCOL.md).
+// uint64 in decimal (watchserver/PROTOCOL.md).
 #ifndef WALWATCH_CDC_POSTGRES_LSN_H_
 #define WALWATCH_CDC_POSTGRES_LSN_H_
 

@@ -108,16 +108,16 @@ void SlotMonitor::Start() { thread_ = std::thread([this] { Loop(); }); }
 
 void SlotMonitor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   stop_signal_->Raise();
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 std::string SlotMonitor::wal_status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return wal_status_;
 }
 
@@ -187,7 +187,7 @@ bool SlotMonitor::PollOnce(void* c) {
   }
   synchronous_ = synchronous;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     wal_status_ = status;
   }
   if (retained > options_.retained_warn_bytes && !warned_) {
@@ -218,11 +218,12 @@ void SlotMonitor::Loop() {
       // The last status read may no longer hold (a slot invalidated while
       // the server cannot be asked, say): say it is unknown, rather than
       // keep showing it. The other readings keep their last value.
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       wal_status_ = "unknown";
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+    MutexLock lock(&mu_);
+    if (cv_.WaitFor(&lock, options_.interval,
+                    [this]() REQUIRES(mu_) { return stop_; })) {
       return;
     }
   }

@@ -12,15 +12,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "cdc/base/mutex.h"
 #include "cdc/database.h"
 
 namespace walwatch {
@@ -86,12 +85,12 @@ class SlotMonitor final : public ServerMonitor {
   std::atomic<uint64_t> retained_bytes_{0};
   std::atomic<uint64_t> poll_errors_{0};
   std::atomic<bool> synchronous_{false};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   // Interrupts a poll that waits on the network.
   const std::unique_ptr<StopSignal> stop_signal_;
-  std::string wal_status_;     // GUARDED_BY(mu_)
+  std::string wal_status_ GUARDED_BY(mu_);
   bool warned_ = false;
   std::thread thread_;
 };

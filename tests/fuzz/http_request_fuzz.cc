@@ -44,7 +44,7 @@
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
 #include "watchserver/request_parser.h"
-#include "watchserver/selector.h"
+#include "watchserver/watch_filter.h"
 #include "watchserver/watch_request.h"
 
 namespace {

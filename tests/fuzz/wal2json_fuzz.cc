@@ -16,7 +16,7 @@
 //
 // Checked for every event built:
 //  * its wire is one line: {"type":"<TYPE>","object": ... }\n with no other
-//    '\n' (schema/PROTOCOL.md: one JSON object per line);
+//    '\n' (watchserver/PROTOCOL.md: one JSON object per line);
 //  * its RV is the transaction's commit LSN for the last event and the
 //    previous RV for the others, and commit LSNs increase;
 //  * when every object in the transaction is valid JSON without repeated

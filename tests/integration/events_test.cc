@@ -197,7 +197,7 @@ TEST_F(EventsTest, ToastOmittedObjectIsTakenFromTheOldRow) {
       << e.raw.substr(0, 300);
 
   // 2. `kind` changes, the object does not: MODIFIED with the full object
-  // taken from the old tuple (schema/PROTOCOL.md, "Rows to events").
+  // taken from the old tuple (watchserver/PROTOCOL.md, "Rows to events").
   uint64_t x_kind = std::stoull(db().QueryValue(
       "UPDATE resources SET kind = 'PodRenamed', synced_at = now() "
       "WHERE name = 'big' RETURNING pg_current_xact_id()::text"));

@@ -4,7 +4,7 @@
 // binlog, so watches resume without 410; a binlog purged before walwatch
 // read it ends every watch with 410; the initial state (resourceVersion 0,
 // WatchList) and an APIServer's own SQL list (the handoff endpoint, with
-// the SQL schema/PROTOCOL.md gives) continue exactly at the snapshot's
+// the SQL watchserver/PROTOCOL.md gives) continue exactly at the snapshot's
 // binlog position.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -183,7 +183,7 @@ TEST_F(MariaDbResumeTest, InitialStateAndWatchListStartAtTheSnapshot) {
   EXPECT_GE(listed[4].rv(), c_live);
 }
 
-// An APIServer's own SQL list, read as schema/PROTOCOL.md says, and the
+// An APIServer's own SQL list, read as watchserver/PROTOCOL.md says, and the
 // handoff endpoint: the watch from the RV it answers delivers exactly the
 // transactions the list did not see.
 TEST_F(MariaDbResumeTest, TheHandoffContinuesAnApiServersListExactly) {

@@ -75,7 +75,7 @@ TEST_F(OrderingTest, MultiRowTransactionIsWholeWithCommitLsnLast) {
 
   // One event per object, at its first change, with its net change: m1's
   // insert and update are one ADDED of its last state; m2's insert and
-  // delete are nothing (schema/PROTOCOL.md, "Rows to events").
+  // delete are nothing (watchserver/PROTOCOL.md, "Rows to events").
   std::vector<WatchEvent> got;
   ASSERT_TRUE(ReadEvents(watch, 4, &got, In(kEventWait))) << Describe(got);
   std::vector<std::string> seq;

@@ -5,7 +5,7 @@
 // watch must stream (200), deliver the resource's events as soon as rows
 // arrive, and carry the right kind in its bookmarks and WatchList end
 // marker: the table's, else the --kinds file's, else the built-in table's
-// (schema/PROTOCOL.md, "Kinds").
+// (watchserver/PROTOCOL.md, "Kinds").
 #include <algorithm>
 #include <fstream>
 #include <string>

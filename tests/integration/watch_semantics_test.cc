@@ -1,5 +1,5 @@
 // Kubernetes watch semantics through walwatch's socket, one test per
-// behaviour (schema/PROTOCOL.md): where a watch starts (RV unset, "0", N,
+// behaviour (watchserver/PROTOCOL.md): where a watch starts (RV unset, "0", N,
 // WatchList, the list handoff), bookmarks, timeoutSeconds, label and field
 // selectors and their errors, the fresh-RV endpoint, the 410 that ends a
 // watcher that does not read, and real clients (kubectl, curl) on it.

@@ -110,7 +110,7 @@ inline uint64_t CurrentXid(PgConnection& conn) {
 }
 
 // Checks the RV rule for the `n` events `events[first..first+n)` of
-// transaction `xid` (schema/PROTOCOL.md, "resourceVersion"): the last event
+// transaction `xid` (watchserver/PROTOCOL.md, "resourceVersion"): the last event
 // carries the transaction's commit LSN c; the others c - 1. The latter is
 // checked in two steps: first what resuming needs (previous commit <= rv <
 // commit, so a resume from it gets the transaction again whole), then the

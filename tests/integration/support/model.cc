@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "watchserver/selector.h"
+#include "watchserver/label_selector.h"
 
 namespace walwatch::itest {
 

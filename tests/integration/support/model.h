@@ -173,7 +173,7 @@ ModelState FilterModelState(const ModelState& state, const ModelFilter& filter);
                                               const ModelState& actual,
                                               const WatchModel* model = nullptr);
 
-// walwatch's RV endpoints (schema/PROTOCOL.md). `*status` gets the HTTP
+// walwatch's RV endpoints (watchserver/PROTOCOL.md). `*status` gets the HTTP
 // status; success only for 200 with an RV in the body, which goes to *rv.
 ::testing::AssertionResult GetRvEndpoint(const std::string& socket_path,
                                          const std::string& target,
