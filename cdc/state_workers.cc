@@ -23,25 +23,25 @@ StateWorkerPool::StateWorkerPool(int workers, MakeWorker make_worker)
 
 StateWorkerPool::~StateWorkerPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   stop_signal_->Raise();
-  cv_.notify_all();
+  cv_.SignalAll();
   for (auto& t : threads_) t.join();
 }
 
 void StateWorkerPool::PostRv(Job job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     rv_jobs_.push_back(std::move(job));
   }
   // Every waiter: the one woken must be able to take this lane's job.
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 size_t StateWorkerPool::queued_states() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& entry : clients_) {
     for (const PendingState& p : entry.second.queue) {
@@ -75,9 +75,9 @@ void StateWorkerPool::WorkerLoop(bool rv_only) {
     Job job;
     std::optional<PendingState> state;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       Clients::iterator next = clients_.end();
-      cv_.wait(lock, [&] {
+      cv_.Wait(&lock, [&]() REQUIRES(mu_) {
         if (stopping_ || !rv_jobs_.empty()) return true;
         if (rv_only) return false;
         next = NextStateClientLocked();
@@ -100,7 +100,7 @@ void StateWorkerPool::WorkerLoop(bool rv_only) {
     }
     worker->ReadState(state->query, state->stream.get());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = clients_.find(state->query.client);
       if (--it->second.running == 0 && it->second.queue.empty()) {
         clients_.erase(it);
@@ -108,17 +108,17 @@ void StateWorkerPool::WorkerLoop(bool rv_only) {
     }
     // The client's share has room again: a worker waiting may take its
     // next state.
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
 void StateWorkerPool::ReadState(const StateQuery& query,
                                 std::shared_ptr<InitialStateStream> stream) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     clients_[query.client].queue.push_back({query, std::move(stream)});
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void StateWorkerPool::HandoffRv(const HandoffPosition& at, RvCallback done,
@@ -138,38 +138,38 @@ bool WaitForCurrentRv(EventSink* log, uint64_t rv, Clock::duration timeout,
                       const StopSignal& stop, const StateSource::Wanted& wanted,
                       const std::function<void()>& poke) {
   struct Signal {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
   };
   auto signal = std::make_shared<Signal>();
   uint64_t id = log->WaitForRv(rv, [signal] {
-    std::lock_guard<std::mutex> lock(signal->mu);
+    MutexLock lock(&signal->mu);
     signal->done = true;
-    signal->cv.notify_all();
+    signal->cv.SignalAll();
   });
   const auto deadline = Clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(signal->mu);
+  MutexLock lock(&signal->mu);
   while (!signal->done) {
     if (stop.raised() || !wanted()) {
-      lock.unlock();
+      lock.Unlock();
       log->CancelWaitForRv(id);
       return false;
     }
     if (poke) {
-      lock.unlock();
+      lock.Unlock();
       poke();
-      lock.lock();
+      lock.Lock();
       if (signal->done) break;
     }
     const auto now = Clock::now();
     if (now >= deadline) {
-      lock.unlock();
+      lock.Unlock();
       log->CancelWaitForRv(id);
       return false;
     }
-    signal->cv.wait_for(
-        lock, std::min<Clock::duration>(std::chrono::milliseconds(100),
+    signal->cv.WaitFor(
+        &lock, std::min<Clock::duration>(std::chrono::milliseconds(100),
                                         deadline - now));
   }
   return true;

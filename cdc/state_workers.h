@@ -28,18 +28,17 @@
 #define WALWATCH_CDC_STATE_WORKERS_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cdc/base/clock.h"
+#include "cdc/base/mutex.h"
 #include "cdc/model/state_source.h"
 #include "cdc/transaction.h"
 #include "schema/table_mapping.h"
@@ -106,16 +105,16 @@ class StateWorkerPool : public StateSource {
   // The next client, after the one served last, with a state that its
   // share lets run; clients_.end() if none. Drops the states whose session
   // gave up on them from the heads of the queues on the way.
-  Clients::iterator NextStateClientLocked();  // REQUIRES(mu_)
+  Clients::iterator NextStateClientLocked() REQUIRES(mu_);
 
   const int share_;
   const MakeWorker make_worker_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Clients clients_;          // GUARDED_BY(mu_); entries with work only
-  std::string last_client_;  // GUARDED_BY(mu_); served last
-  std::deque<Job> rv_jobs_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  Clients clients_ GUARDED_BY(mu_);          // entries with work only
+  std::string last_client_ GUARDED_BY(mu_);  // served last
+  std::deque<Job> rv_jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   // Interrupts workers waiting on the database when the pool stops.
   const std::unique_ptr<StopSignal> stop_signal_;
   std::vector<std::thread> threads_;

@@ -24,10 +24,10 @@ BinlogFetcher::BinlogFetcher(std::unique_ptr<BinlogReader> reader, int wake_fd,
 
 BinlogFetcher::~BinlogFetcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  space_.notify_all();
+  space_.SignalAll();
   reader_->Interrupt();
   thread_.join();
 }
@@ -49,10 +49,10 @@ void BinlogFetcher::Loop() {
     const bool failed = !f.status.ok();
     const size_t bytes = failed ? 0 : f.item.transaction.bytes;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // One item is always admitted into an empty queue, so one larger
       // than the bound still passes.
-      space_.wait(lock, [&] {
+      space_.Wait(&lock, [&]() REQUIRES(mu_) {
         return stopping_ || queue_.empty() ||
                (queued_bytes_ + bytes <= max_queued_bytes_ &&
                 queue_.size() < kMaxQueuedItems);
@@ -68,13 +68,13 @@ void BinlogFetcher::Loop() {
 
 bool BinlogFetcher::Pop(Fetched* out) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (queue_.empty()) return false;
     *out = std::move(queue_.front());
     queue_.pop_front();
     if (out->status.ok()) queued_bytes_ -= out->item.transaction.bytes;
   }
-  space_.notify_one();
+  space_.Signal();
   return true;
 }
 

@@ -17,14 +17,13 @@
 #ifndef WALWATCH_CDC_MYSQL_BINLOG_FETCHER_H_
 #define WALWATCH_CDC_MYSQL_BINLOG_FETCHER_H_
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "cdc/base/mutex.h"
 #include "cdc/mysql/binlog_reader.h"
 
 namespace walwatch::mysql {
@@ -58,11 +57,11 @@ class BinlogFetcher {
   const std::unique_ptr<BinlogReader> reader_;
   const int wake_fd_;
   const size_t max_queued_bytes_;
-  std::mutex mu_;
-  std::condition_variable space_;
-  std::deque<Fetched> queue_;  // GUARDED_BY(mu_)
-  size_t queued_bytes_ = 0;    // GUARDED_BY(mu_)
-  bool stopping_ = false;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar space_;
+  std::deque<Fetched> queue_ GUARDED_BY(mu_);
+  size_t queued_bytes_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -22,17 +22,17 @@ void BinlogMonitor::Start() {
 
 void BinlogMonitor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   stop_signal_->Raise();
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 uint64_t BinlogMonitor::LagBytes(uint64_t decoded) const {
   if (decoded == 0) return 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (end_.file.empty()) return 0;
   // The decoded position's file name: the server's base name and its number.
   const size_t dot = end_.file.rfind('.');
@@ -72,7 +72,7 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
   warned_ = false;
   const std::optional<uint64_t> version = BinlogVersion(end);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     end_ = end;
     files_ = std::move(files);
   }
@@ -90,8 +90,8 @@ void BinlogMonitor::Loop() {
   MysqlConnection conn;
   for (;;) {
     PollOnce(&conn);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+    MutexLock lock(&mu_);
+    if (cv_.WaitFor(&lock, options_.interval, [this]() REQUIRES(mu_) { return stop_; })) {
       return;
     }
   }

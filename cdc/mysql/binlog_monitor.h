@@ -10,13 +10,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "cdc/base/mutex.h"
 #include "cdc/database.h"
 #include "cdc/mysql/binlog_files.h"
 #include "cdc/mysql/mysql_conn.h"
@@ -63,11 +62,11 @@ class BinlogMonitor final : public ServerMonitor {
   const BinlogMonitorOptions options_;
   std::atomic<uint64_t> server_position_{0};
   std::atomic<uint64_t> highest_server_position_{0};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;              // GUARDED_BY(mu_)
-  BinlogPosition end_;             // GUARDED_BY(mu_)
-  std::vector<BinlogFile> files_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  BinlogPosition end_ GUARDED_BY(mu_);
+  std::vector<BinlogFile> files_ GUARDED_BY(mu_);
   bool warned_ = false;
   const std::unique_ptr<StopSignal> stop_signal_;
   const std::unique_ptr<StopInterrupter> interrupter_;

@@ -31,7 +31,7 @@ void StopInterrupter::Loop() {
     if (r < 0 && errno != EINTR) return;
     if (fds[1].revents != 0) return;
     if (!stop_->raised()) continue;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     raised_ = true;
     for (auto& [id, interrupt] : interrupts_) interrupt();
     return;
@@ -39,7 +39,7 @@ void StopInterrupter::Loop() {
 }
 
 uint64_t StopInterrupter::Register(std::function<void()> interrupt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   if (raised_ || stop_->raised()) interrupt();
   interrupts_.emplace(id, std::move(interrupt));
@@ -47,7 +47,7 @@ uint64_t StopInterrupter::Register(std::function<void()> interrupt) {
 }
 
 void StopInterrupter::Unregister(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   interrupts_.erase(id);
 }
 

@@ -17,8 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <thread>
+
+#include "cdc/base/mutex.h"
 
 namespace walwatch {
 class StopSignal;
@@ -61,10 +62,10 @@ class StopInterrupter {
   const int quit_fd_;  // an eventfd: ends the thread in the destructor
   // Held while an interrupt runs, so that Unregister returns only once it
   // is done with what it interrupts.
-  std::mutex mu_;
-  std::map<uint64_t, std::function<void()>> interrupts_;  // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;                                  // GUARDED_BY(mu_)
-  bool raised_ = false;                                   // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<uint64_t, std::function<void()>> interrupts_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  bool raised_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
