@@ -400,12 +400,7 @@ std::vector<std::function<void()>> EventLog::TakeWaitersLocked(
 }
 
 void EventLog::IndexAppendLocked(const Event& event, uint64_t seq) {
-  key_scratch_.clear();
-  key_scratch_.append(event.group())
-      .append(1, '/')
-      .append(event.version())
-      .append(1, '/')
-      .append(event.resource());
+  AssignResourceKey(event, &key_scratch_);
   auto it = keys_.find(key_scratch_);
   if (it == keys_.end()) it = keys_.emplace(key_scratch_, KeyIndex()).first;
   KeyIndex& index = it->second;
@@ -460,6 +455,15 @@ uint64_t EventLog::SkipOtherResources(uint64_t seq,
   return NextOfKeyLocked(FindKeyLocked(selection.resource_key), seq, &pos);
 }
 
+void EventLog::AssignResourceKey(const Event& event, std::string* out) {
+  out->clear();
+  out->append(event.group())
+      .append(1, '/')
+      .append(event.version())
+      .append(1, '/')
+      .append(event.resource());
+}
+
 void EventLog::AppendPairKey(std::string_view resource_key,
                              std::string_view cluster, std::string* out) {
   out->clear();
@@ -478,12 +482,7 @@ void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
   if (event.fields() == nullptr && event.wire().empty()) return;
   // key_scratch_ is the appending side's; eviction runs on that thread too,
   // inside AppendTransaction, before the new events are indexed.
-  key_scratch_.clear();
-  key_scratch_.append(event.group())
-      .append(1, '/')
-      .append(event.version())
-      .append(1, '/')
-      .append(event.resource());
+  AssignResourceKey(event, &key_scratch_);
   auto it = keys_.find(key_scratch_);
   if (it != keys_.end()) {
     KeyIndex& index = it->second;
@@ -499,31 +498,26 @@ void EventLog::ForgetLocked(const Event& event, uint64_t seq) {
 void EventLog::LoseLocked(const std::string& resource_key,
                           std::string_view cluster, uint64_t seq,
                           uint64_t commit_lsn) {
-  auto it = keys_.find(resource_key);
-  if (it == keys_.end()) it = keys_.emplace(resource_key, KeyIndex()).first;
-  it->second.lost_end_seq = std::max(it->second.lost_end_seq, seq + 1);
-  it->second.floor_rv = std::max(it->second.floor_rv, commit_lsn);
   AppendPairKey(resource_key, cluster, &pair_scratch_);
-  auto pair = pairs_.find(pair_scratch_);
-  if (pair == pairs_.end()) {
-    pair = pairs_.emplace(pair_scratch_, KeyIndex()).first;
+  for (KeyIndex* lost : {&keys_[resource_key], &pairs_[pair_scratch_]}) {
+    lost->lost_end_seq = std::max(lost->lost_end_seq, seq + 1);
+    lost->floor_rv = std::max(lost->floor_rv, commit_lsn);
   }
-  pair->second.lost_end_seq = std::max(pair->second.lost_end_seq, seq + 1);
-  pair->second.floor_rv = std::max(pair->second.floor_rv, commit_lsn);
+}
+
+const EventLog::KeyIndex* EventLog::LossesOfLocked(
+    const Selection& selection) const {
+  if (selection.cluster.empty()) return FindKeyLocked(selection.resource_key);
+  AppendPairKey(selection.resource_key, selection.cluster, &pair_scratch_);
+  auto it = pairs_.find(pair_scratch_);
+  return it == pairs_.end() ? nullptr : &it->second;
 }
 
 bool EventLog::ExpiredLocked(uint64_t seq, const Selection& selection) const {
   if (seq < barrier_end_seq_) return true;
   // Its own events evicted past it, or a loss (AppendLoss) after it, which
   // may lie in the retained part of the log.
-  const KeyIndex* lost = nullptr;
-  if (selection.cluster.empty()) {
-    lost = FindKeyLocked(selection.resource_key);
-  } else {
-    AppendPairKey(selection.resource_key, selection.cluster, &pair_scratch_);
-    auto it = pairs_.find(pair_scratch_);
-    if (it != pairs_.end()) lost = &it->second;
-  }
+  const KeyIndex* lost = LossesOfLocked(selection);
   return lost != nullptr && lost->lost_end_seq > seq;
 }
 
@@ -533,14 +527,7 @@ uint64_t EventLog::FloorRv(const Selection& selection) const {
 }
 
 uint64_t EventLog::FloorRvLocked(const Selection& selection) const {
-  const KeyIndex* lost = nullptr;
-  if (selection.cluster.empty()) {
-    lost = FindKeyLocked(selection.resource_key);
-  } else {
-    AppendPairKey(selection.resource_key, selection.cluster, &pair_scratch_);
-    auto it = pairs_.find(pair_scratch_);
-    if (it != pairs_.end()) lost = &it->second;
-  }
+  const KeyIndex* lost = LossesOfLocked(selection);
   return std::max(barrier_floor_rv_, lost ? lost->floor_rv : 0);
 }
 

@@ -191,6 +191,10 @@ class EventLog final : public EventSink {
   // The resource's index, or null if it never had an event.
   const KeyIndex* FindKeyLocked(const std::string& resource_key) const
       REQUIRES(mu_);
+  // The index that records what `selection` lost (lost_end_seq, floor_rv):
+  // its resource's, or for one cluster the pair's; null if none.
+  const KeyIndex* LossesOfLocked(const Selection& selection) const
+      REQUIRES(mu_);
   // Whether a watch of `selection` at `seq` missed an event that is gone.
   bool ExpiredLocked(uint64_t seq, const Selection& selection) const
       REQUIRES(mu_);
@@ -205,6 +209,10 @@ class EventLog final : public EventSink {
   // `seq`, committed at `commit_lsn`, is gone.
   void LoseLocked(const std::string& resource_key, std::string_view cluster,
                   uint64_t seq, uint64_t commit_lsn) REQUIRES(mu_);
+  // *out = ResourceKey of `event`'s resource, built in *out's buffer: the
+  // appending side reuses one for every event, which allocates only when a
+  // longer key than any before comes.
+  static void AssignResourceKey(const Event& event, std::string* out);
   static void AppendPairKey(std::string_view resource_key,
                             std::string_view cluster, std::string* out);
   ReadStatus ReadLocked(uint64_t seq, size_t max_events,

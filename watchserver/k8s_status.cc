@@ -44,6 +44,16 @@ OrderedJson StatusObject(const K8sStatus& status) {
   return object;
 }
 
+// The details of the apiserver's too-large-RV error: the cause clients
+// retry on (ResourceVersionTooLarge), and a retry after 1 s.
+StatusDetails TooLargeResourceVersionDetails() {
+  StatusDetails details;
+  details.causes.push_back(
+      {"ResourceVersionTooLarge", "Too large resource version", ""});
+  details.retry_after_seconds = 1;
+  return details;
+}
+
 std::string Dump(const OrderedJson& json) {
   // `replace`: bytes from a client that are not UTF-8 must not make the
   // error answer itself fail.
@@ -83,11 +93,7 @@ K8sStatus TooLargeResourceVersionStatus(uint64_t rv, uint64_t current_rv) {
   status.message =
       "Timeout: Too large resource version: " + std::to_string(rv) +
       ", current: " + std::to_string(current_rv);
-  StatusDetails details;
-  details.causes.push_back(
-      {"ResourceVersionTooLarge", "Too large resource version", ""});
-  details.retry_after_seconds = 1;
-  status.details = std::move(details);
+  status.details = TooLargeResourceVersionDetails();
   return status;
 }
 
@@ -150,13 +156,7 @@ K8sStatus StateErrorStatus(int code, const std::string& reason,
       default: status.reason = "InternalError"; break;
     }
   }
-  if (status.code == 504) {
-    StatusDetails details;
-    details.causes.push_back(
-        {"ResourceVersionTooLarge", "Too large resource version", ""});
-    details.retry_after_seconds = 1;
-    status.details = std::move(details);
-  }
+  if (status.code == 504) status.details = TooLargeResourceVersionDetails();
   return status;
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <prometheus/counter.h>
@@ -110,6 +111,26 @@ struct Metrics::Impl {
     counters[name] = &f;
     return f;
   }
+
+  // A hook that sets the series of `family` labelled {label="value"} (no
+  // label if `label` is empty) from `read` at each scrape.
+  template <typename Series>
+  void AddHookLocked(prometheus::Family<Series>& family,
+                     const std::string& label, const std::string& value,
+                     std::function<double()> read) REQUIRES(mu) {
+    prometheus::Labels labels;
+    if (!label.empty()) labels[label] = value;
+    Series& series = family.Add(labels);
+    Hook h;
+    h.read = std::move(read);
+    if constexpr (std::is_same_v<Series, prometheus::Gauge>) {
+      h.gauge = &series;
+    } else {
+      static_assert(std::is_same_v<Series, prometheus::Counter>);
+      h.counter = &series;
+    }
+    hooks.push_back(std::move(h));
+  }
 };
 
 Metrics::Metrics() : impl_(std::make_unique<Impl>()) {
@@ -195,12 +216,8 @@ void Metrics::AddLabeledCounter(const std::string& name,
                                 const std::string& value,
                                 std::function<double()> read) {
   MutexLock lock(&impl_->mu);
-  Impl::Hook h;
-  h.read = std::move(read);
-  prometheus::Labels labels;
-  if (!label.empty()) labels[label] = value;
-  h.counter = &impl_->CounterFamily(name, help).Add(labels);
-  impl_->hooks.push_back(std::move(h));
+  impl_->AddHookLocked(impl_->CounterFamily(name, help), label, value,
+                       std::move(read));
 }
 
 void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
@@ -208,12 +225,8 @@ void Metrics::AddLabeledGauge(const std::string& name, const std::string& help,
                               const std::string& value,
                               std::function<double()> read) {
   MutexLock lock(&impl_->mu);
-  Impl::Hook h;
-  h.read = std::move(read);
-  prometheus::Labels labels;
-  if (!label.empty()) labels[label] = value;
-  h.gauge = &impl_->GaugeFamily(name, help).Add(labels);
-  impl_->hooks.push_back(std::move(h));
+  impl_->AddHookLocked(impl_->GaugeFamily(name, help), label, value,
+                       std::move(read));
 }
 
 std::string Metrics::Scrape() {

@@ -40,6 +40,7 @@
 #include "cdc/model/event.h"
 #include "cdc/model/state_source.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/unit/support/test_event.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/k8s_status.h"
@@ -150,27 +151,9 @@ std::vector<ReadOutcome> ReadConnection(std::string_view data, size_t chunk) {
   return outcomes;
 }
 
-// An event's fields, editable, and the Event they make.
-struct EventFields {
-  std::string group, version, resource, cluster, ns, name;
-  walwatch::LabelList labels;
-
-  walwatch::EventPtr Make() const {
-    walwatch::Event::Strings s;
-    s.group = group;
-    s.version = version;
-    s.resource = resource;
-    s.cluster = cluster;
-    s.ns = ns;
-    s.name = name;
-    s.labels = &labels;
-    return walwatch::Event::Make(s, "{}\n");
-  }
-};
-
 // An event of the watch's own resource, in its cluster and namespace.
-EventFields OwnEvent(const walwatch::WatchRequest& w) {
-  EventFields e;
+walwatch::TestEvent OwnEvent(const walwatch::WatchRequest& w) {
+  walwatch::TestEvent e;
   e.group = w.group;
   e.version = w.version;
   e.resource = w.resource;
@@ -265,18 +248,18 @@ void HandleRequest(const ReadOutcome& r) {
         walwatch::RequestError{400, "BadRequest", error, std::nullopt});
     return;
   }
-  EventFields own = OwnEvent(w);
-  bool own_matches = filter.Matches(*own.Make());
+  walwatch::TestEvent own = OwnEvent(w);
+  bool own_matches = filter.Matches(own);
   if (filter.label_selector().Empty() && filter.field_selector().Empty()) {
     FUZZ_CHECK(own_matches, Escaped(r.target));
   }
-  EventFields other = own;
+  walwatch::TestEvent other = own;
   other.resource += "x";
-  FUZZ_CHECK(!filter.Matches(*other.Make()), Escaped(r.target));
+  FUZZ_CHECK(!filter.Matches(other), Escaped(r.target));
   other = own;
   other.labels.clear();
   other.name = "other";
-  filter.Matches(*other.Make());
+  filter.Matches(other);
 }
 
 }  // namespace

@@ -40,35 +40,14 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/pg_cluster.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// The value of the sample `series` (name with its labels, as exposed) in a
-// Prometheus text scrape; nullopt if absent.
-std::optional<double> MetricValue(const std::string& scrape,
-                                  const std::string& series) {
-  size_t pos = 0;
-  while (pos < scrape.size()) {
-    size_t end = scrape.find('\n', pos);
-    if (end == std::string::npos) end = scrape.size();
-    const std::string line = scrape.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.size() > series.size() &&
-        line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      try {
-        return std::stod(line.substr(series.size() + 1));
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-    }
-  }
-  return std::nullopt;
-}
+using test_support::MetricValue;
 
 class ClaimsTest : public WalwatchTest {
  protected:
@@ -116,18 +95,6 @@ class ClaimsTest : public WalwatchTest {
 
   int metrics_port_ = 0;
 };
-
-// A row with an arbitrary object text (InsertRow writes Resource::Object()).
-uint64_t InsertRawObject(PgConnection& conn, const Resource& r,
-                         const std::string& object_json) {
-  return std::stoull(conn.QueryValue(
-      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-      "namespace, name, owner_uid, uid, resource_version, object, created_at, "
-      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
-      "now(), now()) RETURNING pg_current_xact_id()::text",
-      {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
-       r.member_rv, object_json}));
-}
 
 // The event log's gauges, the lag and slot gauges, and the healthy values
 // of the counters the fault suite drives.
@@ -316,8 +283,8 @@ TEST_F(ClaimsTest, ARowThatCannotBecomeAnEventIsCountedAndEndsEveryWatch) {
   ASSERT_EQ(MetricValue(Scrape(), "walwatch_row_errors_total"), 0.0);
   WatchClient watch;
   ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
-  InsertRawObject(db(), Pod("c1", "default", "not-an-object"),
-                  "[\"an\", \"array\"]");
+  InsertRow(db(), Pod("c1", "default", "not-an-object"),
+            "[\"an\", \"array\"]");
   WatchEvent e;
   ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
   EXPECT_EQ(e.type, "ERROR") << e.raw;
@@ -464,7 +431,7 @@ TEST_F(ClaimsTest, WatchCliSelectorPrintsOnlyMatchingObjects) {
         with_tier(Pod("c1", "default", "front-1"), "front"),
         with_tier(Pod("c1", "default", "back-2"), "back"),
         with_tier(Pod("c1", "default", "front-2"), "front")}) {
-    InsertRawObject(db(), r, obj);
+    InsertRow(db(), r, obj);
   }
   std::vector<std::string> names;
   while (names.size() < 2) {

@@ -6,7 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -92,17 +91,6 @@ class ClientsTest : public WalwatchTest {
     std::vector<std::string> want;
     ASSERT_NO_FATAL_FAILURE(WriteRows(&want));
     ExpectLines(client, want);
-  }
-
-  std::string WriteKubeconfig(int port) {
-    std::string path = TempPath("kubeconfig");
-    std::ofstream out(path);
-    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
-           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
-           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
-           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
-           "- name: walwatch\n  user: {}\n";
-    return path;
   }
 
   // kubectl get --raw on a watch path through 127.0.0.1:port.

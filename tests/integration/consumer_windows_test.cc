@@ -11,11 +11,6 @@
 //  * an initial state (RV=0, WatchList) that cannot include a row is not a
 //    200 stream silently lacking it.
 // Every wait is a condition against a generous deadline.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <map>
 #include <optional>
 #include <set>
@@ -27,58 +22,17 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/model.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test_support::MetricValue;
 
 // Long enough for a walsender to decode tens of MB on a busy 2-core box.
 constexpr seconds kChurnWait{120};
-
-// GET http://127.0.0.1:port/path (walwatch's --metrics-address); the body,
-// or "" if there was no 200 answer.
-std::string MetricsScrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
-    }
-  }
-  close(fd);
-  const size_t body = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) {
-    return "";
-  }
-  return raw.substr(body + 4);
-}
-
-// The value of the unlabelled sample `name`, or nullopt.
-std::optional<double> Sample(const std::string& scrape,
-                             const std::string& name) {
-  for (size_t at = 0; (at = scrape.find(name + " ", at)) != std::string::npos;
-       at += name.size()) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + name.size() + 1));
-    }
-  }
-  return std::nullopt;
-}
 
 std::string Names(const std::vector<WatchEvent>& events) {
   std::string s;
@@ -152,9 +106,9 @@ class ConsumerWindowsTest : public WalwatchTest {
     auto deadline = In(kChurnWait);
     std::string scrape;
     while (Clock::now() < deadline) {
-      scrape = MetricsScrape(metrics_port_);
+      scrape = ScrapeMetrics(metrics_port_, In(seconds(10)));
       std::optional<double> floor =
-          Sample(scrape, "walwatch_event_log_floor_rv");
+          MetricValue(scrape, "walwatch_event_log_floor_rv");
       if (floor && *floor >= static_cast<double>(rv)) {
         return ::testing::AssertionSuccess();
       }
@@ -163,7 +117,7 @@ class ConsumerWindowsTest : public WalwatchTest {
     return ::testing::AssertionFailure()
            << "the event log's floor did not reach " << rv << " within "
            << kChurnWait.count() << "s; last scrape's floor: "
-           << Sample(scrape, "walwatch_event_log_floor_rv").value_or(-1);
+           << MetricValue(scrape, "walwatch_event_log_floor_rv").value_or(-1);
   }
 
   // Opens a watch on `target` (a full request target); it must be a 200.

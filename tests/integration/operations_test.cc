@@ -3,12 +3,8 @@
 // replica out of service while it catches up on a backlog, bookmarks come as
 // often as --bookmark-interval says, and the watch CLI prints what a watcher
 // receives.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +18,7 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/replication_gate.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
@@ -39,58 +36,10 @@ std::string RunCommand(const std::string& command, int* exit_code) {
   return out;
 }
 
-// The value of one sample line ("name{labels} value") of a scrape, or -1.
+// The value of one sample of a scrape ("name" or "name{labels}"), or -1:
+// what these tests compare.
 double Sample(const std::string& scrape, const std::string& series) {
-  size_t at = 0;
-  while ((at = scrape.find(series + " ", at)) != std::string::npos) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + series.size() + 1));
-    }
-    at += series.size();
-  }
-  return -1;
-}
-
-// One plain HTTP/1.1 GET on 127.0.0.1:port (the --metrics-address
-// listener). status 0: no answer (not listening yet, or `timeout` passed).
-struct TcpResponse {
-  int status = 0;
-  std::string body;
-};
-TcpResponse TcpGet(
-    int port, const std::string& path,
-    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  TcpResponse response;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return response;
-  timeval tv{static_cast<time_t>(timeout.count() / 1000),
-             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + path +
-                                " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                "Connection: close\r\n\r\n";
-    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
-    }
-  }
-  close(fd);
-  const size_t header_end = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 ", 0) != 0 || header_end == std::string::npos) {
-    return response;
-  }
-  response.status = std::atoi(raw.c_str() + 9);
-  response.body = raw.substr(header_end + 4);
-  return response;
+  return test_support::MetricValue(scrape, series).value_or(-1);
 }
 
 class OperationsTest : public WalwatchTest {
@@ -171,7 +120,7 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
   auto* ww = StartWalwatch(options);
   ASSERT_NE(ww, nullptr);
   auto connections = [&] {
-    return Sample(TcpGet(port, "/metrics").body, "walwatch_connections");
+    return Sample(HttpGetTcp(port, "/metrics", In(kEventWait)).body, "walwatch_connections");
   };
   // The fresh-RV request's connection is gone before the watches open, so
   // that it cannot take one of their two places.
@@ -190,7 +139,7 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
   const auto status = nlohmann::json::parse(refused.body);
   EXPECT_EQ(status["reason"], "TooManyRequests");
   EXPECT_EQ(status["details"]["retryAfterSeconds"], 1);
-  const std::string scrape = TcpGet(port, "/metrics").body;
+  const std::string scrape = HttpGetTcp(port, "/metrics", In(kEventWait)).body;
   EXPECT_EQ(Sample(scrape, "walwatch_connections_limit"), 2) << scrape;
   EXPECT_EQ(Sample(scrape, "walwatch_connections"), 2) << scrape;
   EXPECT_EQ(Sample(scrape,
@@ -229,7 +178,7 @@ TEST_F(OperationsTest, ConnectionsPastTheLimitGet429) {
   const double hard = files.rlim_max == RLIM_INFINITY
                           ? double(uint64_t{1} << 20)
                           : double(files.rlim_max);
-  const std::string auto_scrape = TcpGet(auto_port, "/metrics").body;
+  const std::string auto_scrape = HttpGetTcp(auto_port, "/metrics", In(kEventWait)).body;
   EXPECT_EQ(Sample(auto_scrape, "walwatch_connections_limit"), hard - 132)
       << auto_scrape;
 }
@@ -422,10 +371,10 @@ TEST_F(OperationsTest, ReadyzWaitsUntilTheBacklogIsStreamed) {
 
   // Held: 503 with the reason. Before it, walwatch may still be starting
   // (no answer, "not streaming", "WAL position not read yet"); never 200.
-  TcpResponse probe;
+  HttpResponse probe;
   const auto deadline = In(kEventWait);
   for (;;) {
-    probe = TcpGet(port, "/readyz");
+    probe = HttpGetTcp(port, "/readyz", In(kEventWait));
     ASSERT_NE(probe.status, 200)
         << "ready while " << end - mid << " bytes of the backlog are held back";
     if (probe.status == 503 && probe.body.rfind("catching up: ", 0) == 0) break;
@@ -450,7 +399,7 @@ TEST_F(OperationsTest, ReadyzWaitsUntilTheBacklogIsStreamed) {
       << socket_probe.error << socket_probe.body;
   EXPECT_EQ(socket_probe.body.rfind("catching up: ", 0), 0u)
       << socket_probe.body;
-  const std::string scrape = TcpGet(port, "/metrics").body;
+  const std::string scrape = HttpGetTcp(port, "/metrics", In(kEventWait)).body;
   EXPECT_EQ(Sample(scrape, "walwatch_replication_streaming"), 1) << scrape;
   EXPECT_GT(Sample(scrape, "walwatch_replication_lag_bytes"),
             static_cast<double>(end - mid))
@@ -466,7 +415,7 @@ TEST_F(OperationsTest, ReadyzWaitsUntilTheBacklogIsStreamed) {
   int not_ready = 0;
   const auto ready_deadline = In(std::chrono::seconds(120));
   for (;;) {
-    probe = TcpGet(port, "/readyz");
+    probe = HttpGetTcp(port, "/readyz", In(kEventWait));
     if (probe.status == 200) break;
     ASSERT_EQ(probe.status, 503) << probe.body;
     ++not_ready;

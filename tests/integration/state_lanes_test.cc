@@ -24,15 +24,7 @@ class StateLanesTest : public WalwatchTest {};
 TEST_F(StateLanesTest, AClientThatDoesNotReadItsStateLeavesHandoffsAnswered) {
   // Enough pods (~12 MB) that an unread initial state fills the socket and
   // the stream's buffer, so its reader blocks.
-  db().Exec(
-      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-      "namespace, name, owner_uid, uid, resource_version, object, "
-      "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
-      "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
-      "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
-      "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
-      "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
-      "now() FROM generate_series(1, 6000) g");
+  InsertBulkPods(db(), 6000);
   WalwatchOptions o = DefaultOptions();
   o.extra_args = {"--state-workers", "1"};
   WalwatchProcess* ww = StartWalwatch(o);
@@ -68,10 +60,8 @@ TEST_F(StateLanesTest, AClientThatDoesNotReadItsStateLeavesHandoffsAnswered) {
   std::string body;
   // Well inside the 60 s after which a queued request is answered 504.
   EXPECT_TRUE(GetRvEndpoint(ww->socket_path(),
-                            "/walwatch/v1/handoff?snapshot=" +
-                                QueryEscape(snapshot) +
-                                "&insertLSN=" + QueryEscape(insert_lsn),
-                            &rv, &status, &body, In(std::chrono::seconds(30))))
+                            HandoffTarget(snapshot, insert_lsn), &rv, &status,
+                            &body, In(std::chrono::seconds(30))))
       << status << " " << body;
   EXPECT_GT(rv, 0u);
   uint64_t fresh = 0;

@@ -33,59 +33,18 @@
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/model.h"
 #include "tests/integration/support/watch_client.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using test_support::MetricValue;
 
 constexpr char kWatchListPods[] =
     "/api/v1/pods?watch=1&sendInitialEvents=true&"
     "resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
-
-// GET http://127.0.0.1:port/metrics; the body, or "" if no 200 answer.
-std::string MetricsScrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) raw.append(buf, n);
-    }
-  }
-  close(fd);
-  const size_t body = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) {
-    return "";
-  }
-  return raw.substr(body + 4);
-}
-
-// The value of the unlabelled series `name` in a scrape.
-std::optional<double> Sample(const std::string& scrape,
-                             const std::string& name) {
-  size_t at = 0;
-  while ((at = scrape.find(name + " ", at)) != std::string::npos) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + name.size() + 1));
-    }
-    at += name.size();
-  }
-  return std::nullopt;
-}
 
 // A watch over TCP that reads its response header and nothing more.
 class SlowTcpWatch {
@@ -158,21 +117,6 @@ class SlowTcpWatch {
 
 class StateShareTest : public WalwatchTest {
  protected:
-  // Enough pods (`rows` of ~2 KB each) that a stream nobody reads fills
-  // the socket and its queue, so that its reader blocks.
-  void InsertBulkPods(int rows) {
-    db().Exec(
-        "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-        "namespace, name, owner_uid, uid, resource_version, object, "
-        "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
-        "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
-        "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
-        "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
-        "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
-        "now() FROM generate_series(1, " +
-        std::to_string(rows) + ") g");
-  }
-
   // Watches deployments from RV 0 on the Unix socket: every one of `names`
   // must come as ADDED, then a deployment added now must follow live.
   ::testing::AssertionResult ListThenWatch(const WalwatchProcess& ww,
@@ -224,17 +168,15 @@ class StateShareTest : public WalwatchTest {
     int status = 0;
     std::string body;
     auto r = GetRvEndpoint(ww.socket_path(),
-                           "/walwatch/v1/handoff?snapshot=" +
-                               QueryEscape(snapshot) +
-                               "&insertLSN=" + QueryEscape(insert_lsn),
-                           &rv, &status, &body, deadline);
+                           HandoffTarget(snapshot, insert_lsn), &rv, &status,
+                           &body, deadline);
     if (!r) return r << " (HTTP " << status << " " << body << ")";
     if (rv == 0) return ::testing::AssertionFailure() << "handoff RV 0";
     return ::testing::AssertionSuccess();
   }
 
   std::optional<double> Metric(int port, const std::string& name) {
-    return Sample(MetricsScrape(port), name);
+    return MetricValue(ScrapeMetrics(port, In(seconds(10))), name);
   }
 
   int live_ = 0;
@@ -247,7 +189,7 @@ class StateShareTest : public WalwatchTest {
 TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
   // ~26 MB of pods: more than a TCP connection's buffers (a 4 KB window,
   // walwatch's send buffer of up to 4 MB) and the 4 MiB queue hold.
-  InsertBulkPods(12000);
+  InsertBulkPods(db(), 12000);
   std::set<std::string> names;
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));
@@ -311,7 +253,7 @@ TEST_F(StateShareTest, AClientWithSlowStatesLeavesOtherClientsTheirShare) {
 // only worker is not free for the next initial state.
 TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) {
   // ~13 MB of pods: more than the Unix socket's buffers and the queue.
-  InsertBulkPods(6000);
+  InsertBulkPods(db(), 6000);
   std::set<std::string> names = {"seed-deploy"};
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));
@@ -379,7 +321,7 @@ TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) 
 // never comes due, the stall counter stays at 0, and the worker stays with
 // the client for the whole ~26 MB state.
 TEST_F(StateShareTest, AClientThatTricklesItsStateGets410AndFreesItsWorker) {
-  InsertBulkPods(12000);
+  InsertBulkPods(db(), 12000);
   std::set<std::string> names = {"seed-deploy"};
   for (int i = 0; i < 3; ++i) {
     names.insert("d" + std::to_string(i));

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -762,10 +761,8 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
     uint64_t commit = uid_change();
     uint64_t p = 0;
     ASSERT_TRUE(GetRvEndpoint(ww_->socket_path(),
-                              "/walwatch/v1/handoff?snapshot=" +
-                                  QueryEscape(*rows[0][0]) + "&insertLSN=" +
-                                  QueryEscape(*rows[0][1]),
-                              &p, nullptr, nullptr, In(kEventWait)));
+                              HandoffTarget(*rows[0][0], *rows[0][1]), &p,
+                              nullptr, nullptr, In(kEventWait)));
     ASSERT_LT(p, commit);
     WatchClient watch;
     ASSERT_TRUE(Open(watch, filter.Path() + "?watch=1&resourceVersion=" +
@@ -790,10 +787,8 @@ TEST_F(WatchSemanticsTest, NoEventRvBelowTheStartingStatesRv) {
     uint64_t commit = Commit(xid);
     uint64_t p = 0;
     ASSERT_TRUE(GetRvEndpoint(ww_->socket_path(),
-                              "/walwatch/v1/handoff?snapshot=" +
-                                  QueryEscape(*rows[0][0]) + "&insertLSN=" +
-                                  QueryEscape(*rows[0][1]),
-                              &p, nullptr, nullptr, In(kEventWait)));
+                              HandoffTarget(*rows[0][0], *rows[0][1]), &p,
+                              nullptr, nullptr, In(kEventWait)));
     ASSERT_LT(p, commit);
     WatchClient watch;
     ASSERT_TRUE(Open(watch, filter.Path() + "?watch=1&resourceVersion=" +
@@ -1050,15 +1045,7 @@ TEST_F(WatchSemanticsTest, KubectlAndCurlWithSelectorAndBookmarks) {
   InsertModelRow(db(), LabeledPod("x1", {{"app", "x"}}));
   InsertModelRow(db(), LabeledPod("y1", {{"app", "y"}}));
 
-  std::string kubeconfig = TempPath("kubeconfig");
-  {
-    std::ofstream out(kubeconfig);
-    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
-           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
-           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
-           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
-           "- name: walwatch\n  user: {}\n";
-  }
+  const std::string kubeconfig = WriteKubeconfig(port);
   const std::string path =
       "/api/v1/pods?watch=1&labelSelector=app%3Dx&allowWatchBookmarks=true&"
       "timeoutSeconds=10";

@@ -383,13 +383,7 @@ void FaultWriter::ForgetAllObjects() {
     o.seq = seq;
     o.stored = ObjectFor(o, seq);
     try {
-      conn->Query(
-          "INSERT INTO resources (\"group\", version, resource, kind, "
-          "cluster, namespace, name, uid, resource_version, object, "
-          "created_at, synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-          "$9, $10::jsonb, now(), now())",
-          {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name,
-           o.uid, std::to_string(seq), o.stored.dump()});
+      Insert(*conn, o);
     } catch (const std::exception& e) {
       return ::testing::AssertionFailure() << "tail write: " << e.what();
     }
@@ -489,6 +483,16 @@ void FaultWriter::Loop() {
   }
 }
 
+void FaultWriter::Insert(PgConnection& conn, const Object& o) {
+  conn.Query(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, uid, resource_version, object, created_at, "
+      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, "
+      "now(), now())",
+      {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name, o.uid,
+       std::to_string(o.seq), o.stored.dump()});
+}
+
 bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
   size_t index = rng_() % objects_.size();
   Object& o = objects_[index];
@@ -523,13 +527,7 @@ bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
   auto run = [&](PgConnection& c) {
     switch (op) {
       case Op::kInsert:
-        c.Query(
-            "INSERT INTO resources (\"group\", version, resource, kind, "
-            "cluster, namespace, name, uid, resource_version, object, "
-            "created_at, synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-            "$9, $10::jsonb, now(), now())",
-            {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name,
-             next.uid, std::to_string(seq), next.stored.dump()});
+        Insert(c, next);
         return true;
       case Op::kUpdate: {
         std::vector<std::string> p = key;
@@ -1016,95 +1014,6 @@ std::string Window(const std::vector<std::string>& v, size_t at) {
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-int FreeTcpPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    throw std::runtime_error("bind 127.0.0.1:0 failed");
-  }
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::optional<std::string> HttpGetTcp(int port, const std::string& path,
-                                      Clock::time_point deadline) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return std::nullopt;
-  }
-  std::string req = "GET " + path +
-                    " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
-    close(fd);
-    return std::nullopt;
-  }
-  std::string resp;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    char buf[65536];
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  auto header_end = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || header_end == std::string::npos ||
-      resp.compare(9, 3, "200") != 0) {
-    return std::nullopt;
-  }
-  std::string headers = resp.substr(0, header_end);
-  std::string body = resp.substr(header_end + 4);
-  std::string lower = headers;
-  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-  if (lower.find("transfer-encoding: chunked") != std::string::npos) {
-    std::string decoded;
-    size_t pos = 0;
-    for (;;) {
-      size_t eol = body.find("\r\n", pos);
-      if (eol == std::string::npos) break;
-      size_t len = std::stoul(body.substr(pos, eol - pos), nullptr, 16);
-      if (len == 0) break;
-      decoded += body.substr(eol + 2, len);
-      pos = eol + 2 + len + 2;
-    }
-    body = decoded;
-  }
-  return body;
-}
-
-std::optional<double> MetricValue(const std::string& text,
-                                  const std::string& sample) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(sample, 0) != 0 || line.size() <= sample.size() ||
-        line[sample.size()] != ' ') {
-      continue;
-    }
-    try {
-      return std::stod(line.substr(sample.size() + 1));
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
 
 namespace {
 uint64_t StatusKb(pid_t pid, const std::string& field) {

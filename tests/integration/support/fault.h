@@ -145,6 +145,8 @@ class FaultWriter {
   bool WriteOne(std::unique_ptr<PgConnection>* conn);
   bool Reconnect(std::unique_ptr<PgConnection>* conn);
   nlohmann::json ObjectFor(const Object& o, uint64_t seq) const;
+  // INSERTs `o` as it is stored at o.seq (its resource_version).
+  static void Insert(PgConnection& conn, const Object& o);
 
   Options options_;
   std::mt19937_64 rng_;
@@ -251,15 +253,6 @@ class FaultWatcher {
 // ---------------------------------------------------------------------------
 // Small helpers.
 
-// A free TCP port on 127.0.0.1 (bound and released; a small race).
-int FreeTcpPort();
-// GET http://127.0.0.1:port/path; the body, or nullopt on failure.
-std::optional<std::string> HttpGetTcp(int port, const std::string& path,
-                                      Clock::time_point deadline);
-// The value of a Prometheus sample `name` (exact, without labels) or with
-// the given label text ("name{...}"), or nullopt.
-std::optional<double> MetricValue(const std::string& metrics_text,
-                                  const std::string& sample);
 // VmRSS / VmHWM of `pid` in bytes (0 if unreadable).
 uint64_t ProcessRssBytes(pid_t pid);
 uint64_t ProcessPeakRssBytes(pid_t pid);

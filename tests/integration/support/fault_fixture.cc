@@ -16,6 +16,7 @@
 
 #include "tests/integration/support/harness.h"
 #include "tests/integration/support/watch_client.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::itest {
 
@@ -163,7 +164,8 @@ void FaultTest::LaunchWalwatch(const Scenario& s) {
   }
   if (!s.conninfo.empty()) o.conninfo = s.conninfo;
   if (s.metrics) {
-    metrics_port_ = FreeTcpPort();
+    metrics_port_ = FreeLoopbackPort();
+    ASSERT_NE(metrics_port_, 0) << "no free loopback port for /metrics";
     o.metrics_address = "127.0.0.1:" + std::to_string(metrics_port_);
   }
   o.extra_args = s.walwatch_args;
@@ -470,9 +472,8 @@ void FaultTest::ExpectANewRowArrives(const WalwatchProcess& ww) {
 }
 
 std::optional<double> FaultTest::Metric(const std::string& sample) {
-  auto text = HttpGetTcp(metrics_port_, "/metrics", In(seconds(5)));
-  if (!text) return std::nullopt;
-  return MetricValue(*text, sample);
+  return test_support::MetricValue(
+      ScrapeMetrics(metrics_port_, In(seconds(5))), sample);
 }
 
 std::optional<double> FaultTest::WaitForMetric(const std::string& sample,

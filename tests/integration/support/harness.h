@@ -8,15 +8,12 @@
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_HARNESS_H_
 
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -54,29 +51,57 @@ inline constexpr const char* kNoKubectl =
     "kubectl is not on PATH: this test runs it (tests/tools/install-deps.sh "
     "installs Debian's kubernetes-client)";
 
-// GORM's INSERT for an ADDED object.
-inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
+// GORM's INSERT for an ADDED object, whose object column is `object_json`
+// (any JSON text: a test may store what Clusterpedia never would).
+inline uint64_t InsertRow(PgConnection& conn, const Resource& r,
+                          const std::string& object_json) {
   return std::stoull(conn.QueryValue(
       "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
       "namespace, name, owner_uid, uid, resource_version, object, created_at, "
       "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
       "now(), now()) RETURNING pg_current_xact_id()::text",
       {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
-       r.member_rv, r.Object().dump()}));
+       r.member_rv, object_json}));
+}
+// The same, with the object as Clusterpedia stores it.
+inline uint64_t InsertRow(PgConnection& conn, const Resource& r) {
+  return InsertRow(conn, r, r.Object().dump());
 }
 
-// GORM's UPDATE for a MODIFIED object (also used for a new uid).
-inline uint64_t UpdateRow(PgConnection& conn, const Resource& r) {
+// Enough pods (`rows` of ~2 KB each, namespace "bulk" of cluster c1) that an
+// initial state nobody reads fills the socket and the stream's queue, so
+// that its reader blocks. One statement.
+inline void InsertBulkPods(PgConnection& conn, int rows) {
+  conn.Exec(
+      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+      "namespace, name, owner_uid, uid, resource_version, object, "
+      "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', 'c1', 'bulk', "
+      "'bulk-' || g, '', 'uid-bulk-' || g, '1', jsonb_build_object("
+      "'apiVersion', 'v1', 'kind', 'Pod', 'metadata', jsonb_build_object("
+      "'name', 'bulk-' || g, 'namespace', 'bulk', 'uid', 'uid-bulk-' || g), "
+      "'spec', jsonb_build_object('data', repeat(md5(g::text), 64))), now(), "
+      "now() FROM generate_series(1, " +
+      std::to_string(rows) + ") g");
+}
+
+// GORM's UPDATE for a MODIFIED object (also used for a new uid), whose
+// object column becomes `object_json`.
+inline uint64_t UpdateRow(PgConnection& conn, const Resource& r,
+                          const std::string& object_json) {
   auto rows = conn.Query(
       "UPDATE resources SET created_at = now(), object = $1::jsonb, "
       "owner_uid = '', resource_version = $2, uid = $3, synced_at = now() "
       "WHERE cluster = $4 AND \"group\" = $5 AND version = $6 AND "
       "resource = $7 AND namespace = $8 AND name = $9 "
       "RETURNING pg_current_xact_id()::text",
-      {r.Object().dump(), r.member_rv, r.uid, r.cluster, r.group, r.version,
+      {object_json, r.member_rv, r.uid, r.cluster, r.group, r.version,
        r.resource, r.ns, r.name});
   if (rows.size() != 1) throw PgError("UpdateRow: no row " + r.name);
   return std::stoull(*rows[0][0]);
+}
+// The same, with the object as Clusterpedia stores it.
+inline uint64_t UpdateRow(PgConnection& conn, const Resource& r) {
+  return UpdateRow(conn, r, r.Object().dump());
 }
 
 // GORM's DELETE for a DELETED object.
@@ -174,6 +199,19 @@ class WalwatchTest : public PgDatabaseTest {
 
   std::string TempPath(const std::string& name) const {
     return tmpdir_ + "/" + name;
+  }
+
+  // Writes a kubeconfig for kubectl to reach walwatch's --tcp-listen on
+  // 127.0.0.1:port, without credentials; returns its path.
+  std::string WriteKubeconfig(int port) const {
+    std::string path = TempPath("kubeconfig");
+    std::ofstream out(path);
+    out << "apiVersion: v1\nkind: Config\nclusters:\n- name: walwatch\n"
+           "  cluster:\n    server: http://127.0.0.1:" << port << "\n"
+           "contexts:\n- name: walwatch\n  context:\n    cluster: walwatch\n"
+           "    user: walwatch\ncurrent-context: walwatch\nusers:\n"
+           "- name: walwatch\n  user: {}\n";
+    return path;
   }
 
   // Options for a walwatch on this test's database (slot and socket unique

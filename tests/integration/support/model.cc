@@ -445,6 +445,12 @@ bool ParseRvBody(const std::string& body, uint64_t* rv) {
   return ::testing::AssertionSuccess();
 }
 
+std::string HandoffTarget(const std::string& snapshot,
+                          const std::string& insert_lsn) {
+  return "/walwatch/v1/handoff?snapshot=" + QueryEscape(snapshot) +
+         "&insertLSN=" + QueryEscape(insert_lsn);
+}
+
 ::testing::AssertionResult GetFreshRv(const std::string& socket_path,
                                       uint64_t* rv,
                                       Clock::time_point deadline) {
@@ -474,13 +480,11 @@ bool ParseRvBody(const std::string& body, uint64_t* rv) {
       conn.Exec("ROLLBACK");
       throw;
     }
-    std::string target = "/walwatch/v1/handoff?snapshot=" +
-                         QueryEscape(out->snapshot) +
-                         "&insertLSN=" + QueryEscape(out->insert_lsn);
     int status = 0;
     std::string body;
-    auto r = GetRvEndpoint(socket_path, target, &out->rv, &status, &body,
-                           deadline);
+    auto r = GetRvEndpoint(socket_path,
+                           HandoffTarget(out->snapshot, out->insert_lsn),
+                           &out->rv, &status, &body, deadline);
     if (r) return r;
     // 409: no exact RV for this snapshot; 410: it is older than the log;
     // 504: walwatch had not caught up yet. A new snapshot serves all three.
@@ -505,28 +509,11 @@ nlohmann::json ModelObjectSpec::Object() const {
 }
 
 uint64_t InsertModelRow(PgConnection& conn, const ModelObjectSpec& spec) {
-  const Resource& r = spec.row;
-  return std::stoull(conn.QueryValue(
-      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-      "namespace, name, owner_uid, uid, resource_version, object, created_at, "
-      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, '', $8, $9, $10::jsonb, "
-      "now(), now()) RETURNING pg_current_xact_id()::text",
-      {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
-       r.member_rv, spec.Object().dump()}));
+  return InsertRow(conn, spec.row, spec.Object().dump());
 }
 
 uint64_t UpdateModelRow(PgConnection& conn, const ModelObjectSpec& spec) {
-  const Resource& r = spec.row;
-  auto rows = conn.Query(
-      "UPDATE resources SET created_at = now(), object = $1::jsonb, "
-      "owner_uid = '', resource_version = $2, uid = $3, synced_at = now() "
-      "WHERE cluster = $4 AND \"group\" = $5 AND version = $6 AND "
-      "resource = $7 AND namespace = $8 AND name = $9 "
-      "RETURNING pg_current_xact_id()::text",
-      {spec.Object().dump(), r.member_rv, r.uid, r.cluster, r.group, r.version,
-       r.resource, r.ns, r.name});
-  if (rows.size() != 1) throw PgError("UpdateModelRow: no row " + r.name);
-  return std::stoull(*rows[0][0]);
+  return UpdateRow(conn, spec.row, spec.Object().dump());
 }
 
 }  // namespace walwatch::itest

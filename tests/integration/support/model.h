@@ -180,6 +180,11 @@ ModelState FilterModelState(const ModelState& state, const ModelFilter& filter);
                                          uint64_t* rv, int* status,
                                          std::string* body,
                                          Clock::time_point deadline);
+// The handoff request (GET /walwatch/v1/handoff) of a list read in
+// `snapshot` (pg_current_snapshot()) at `insert_lsn`
+// (pg_current_wal_insert_lsn()), both escaped.
+std::string HandoffTarget(const std::string& snapshot,
+                          const std::string& insert_lsn);
 // GET /walwatch/v1/freshrv.
 ::testing::AssertionResult GetFreshRv(const std::string& socket_path,
                                       uint64_t* rv, Clock::time_point deadline);

@@ -10,10 +10,7 @@
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_WALWATCH_PROCESS_H_
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_WALWATCH_PROCESS_H_
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -129,24 +126,6 @@ class WalwatchProcess {
   WalwatchOptions options_;
   ChildProcess child_;
 };
-
-// A loopback port that was free a moment ago.
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (fd < 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 }  // namespace walwatch::itest
 

@@ -1,5 +1,10 @@
 #include "tests/integration/support/watch_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <boost/asio/error.hpp>
 #include <cstdint>
 #include <memory>
@@ -28,13 +33,14 @@ bool TimedOut(const WatchHttpClient& client) {
 
 // ---------------------------------------------------------------------------
 
-HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
-                     Clock::time_point deadline) {
+namespace {
+
+// GET `target` on `client`'s connection, named `where` in errors.
+HttpResponse Get(WatchHttpClient& client, const std::string& where,
+                 const std::string& target, Clock::time_point deadline) {
   HttpResponse out;
-  WatchHttpClient client(socket_path);
   if (!client.connected()) {
-    out.error =
-        "connect " + socket_path + ": " + client.connect_error().message();
+    out.error = "connect " + where + ": " + client.connect_error().message();
     return out;
   }
   if (!client.Get(target)) {
@@ -54,6 +60,41 @@ HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
   out.chunked = client.chunked();
   out.body = std::string(client.body());
   return out;
+}
+
+}  // namespace
+
+HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
+                     Clock::time_point deadline) {
+  WatchHttpClient client(socket_path);
+  return Get(client, socket_path, target, deadline);
+}
+
+HttpResponse HttpGetTcp(int port, const std::string& target,
+                        Clock::time_point deadline) {
+  WatchHttpClient client("127.0.0.1", static_cast<uint16_t>(port));
+  return Get(client, "127.0.0.1:" + std::to_string(port), target, deadline);
+}
+
+std::string ScrapeMetrics(int port, Clock::time_point deadline) {
+  HttpResponse r = HttpGetTcp(port, "/metrics", deadline);
+  return r.status == 200 ? std::move(r.body) : std::string();
+}
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 std::string WatchTarget(const std::string& path,

@@ -1,8 +1,10 @@
 // A blocking Kubernetes watch client over walwatch's Unix socket, for the
-// integration tests: WatchClient and HttpGet, an API of their own over the
-// one client of tests/ (tests/support/watch_http_client.h), which reads and
-// parses the HTTP (Boost.Beast) and splits a watch's body into lines, as
-// client-go's stream decoder sees them. Here each line becomes a WatchEvent.
+// integration tests: WatchClient and HttpGet, and HttpGetTcp for its
+// loopback TCP listeners (the ops listener of --metrics-address), an API of
+// their own over the one client of tests/ (tests/support/watch_http_client.h),
+// which reads and parses the HTTP (Boost.Beast) and splits a watch's body
+// into lines, as client-go's stream decoder sees them. Here each line
+// becomes a WatchEvent.
 // Every call takes a deadline.
 //
 // Thread safety: one thread per object. Boost headers stay in the .cc.
@@ -43,6 +45,16 @@ struct HttpResponse {
 // GET `target` on the Unix socket; reads the whole response.
 HttpResponse HttpGet(const std::string& socket_path, const std::string& target,
                      Clock::time_point deadline);
+// The same on 127.0.0.1:`port`. Nothing listening there is !ok, status 0.
+HttpResponse HttpGetTcp(int port, const std::string& target,
+                        Clock::time_point deadline);
+// GET /metrics on 127.0.0.1:`port` (walwatch's --metrics-address): the
+// scrape, or "" without a 200 answer. test_support::MetricValue
+// (tests/support/metric_value.h) reads its samples.
+std::string ScrapeMetrics(int port, Clock::time_point deadline);
+
+// A loopback port that was free a moment ago (0 if none was).
+int FreeLoopbackPort();
 
 // One watch event as received: the raw line (without '\n') and its parts.
 struct WatchEvent {

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "cdc/base/logging.h"
+#include "tests/support/metric_value.h"
 
 namespace walwatch::server_test {
 
@@ -152,15 +153,7 @@ std::optional<std::vector<std::string>> DecodeChunks(std::string_view body) {
 }
 
 double Sample(const std::string& scrape, const std::string& name_and_labels) {
-  std::string prefix = name_and_labels + " ";
-  size_t at = 0;
-  while ((at = scrape.find(prefix, at)) != std::string::npos) {
-    if (at == 0 || scrape[at - 1] == '\n') {
-      return std::stod(scrape.substr(at + prefix.size()));
-    }
-    at += prefix.size();
-  }
-  return -1;
+  return test_support::MetricValue(scrape, name_and_labels).value_or(-1);
 }
 
 double Terminated(const std::string& scrape, const std::string& reason) {

@@ -1,6 +1,7 @@
 // TestEvent: an event's filter fields, editable, that converts to the Event
 // they make; MakeEvent fills one in as a Deployment (apps/v1). For the tests
-// of what selects events (LabelSelector, FieldSelector, WatchFilter).
+// of what selects events (LabelSelector, FieldSelector, WatchFilter) and
+// the HTTP request fuzz target (tests/fuzz/http_request_fuzz.cc).
 // Header-only; for tests.
 #ifndef WALWATCH_TESTS_UNIT_SUPPORT_TEST_EVENT_H_
 #define WALWATCH_TESTS_UNIT_SUPPORT_TEST_EVENT_H_
