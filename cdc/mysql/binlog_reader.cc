@@ -405,6 +405,20 @@ struct BinlogReader::Impl {
     return BinlogStatus();
   }
 
+  // The key columns of a change's old and new rows, into txn.touched.
+  void Touch(const BinlogRowChange& change) {
+    for (const std::vector<BinlogValue>* image :
+         {&change.before, &change.after}) {
+      if (image->empty()) continue;
+      std::vector<std::string> key;
+      key.reserve(options.key_columns.size());
+      for (size_t c : options.key_columns) {
+        key.push_back(c < image->size() ? (*image)[c].text : std::string());
+      }
+      txn.touched.insert(std::move(key));
+    }
+  }
+
   BinlogStatus OnRows(MARIADB_RPL_EVENT* ev, uint64_t event_start) {
     auto& rows = ev->event.rows;
     auto it = tables.find(rows.table_id);
@@ -458,8 +472,6 @@ struct BinlogReader::Impl {
       rows.row_data = static_cast<unsigned char*>(rows.row_data) + bitmap;
       rows.row_data_size -= bitmap;
     }
-    if (txn.overflowed) return BinlogStatus();
-
     MARIADB_RPL_ROW* row = mariadb_rpl_extract_rows(rpl, table.event.get(), ev);
     if (row == nullptr) {
       return Fail(BinlogErrorKind::kCorrupt,
@@ -496,14 +508,22 @@ struct BinlogReader::Impl {
           break;
       }
       if (!s.ok()) return s;
+      if (txn.overflowed) {
+        Touch(change);
+        continue;
+      }
       size_t bytes =
           sizeof(change) + ValueBytes(change.before) + ValueBytes(change.after);
       if (txn.bytes + bytes > options.max_transaction_bytes) {
+        // Keep only what it touched: the watches of those resources (and
+        // clusters) relist, not every watch.
         txn.overflowed = true;
+        for (const BinlogRowChange& kept : txn.changes) Touch(kept);
+        Touch(change);
         txn.changes.clear();
         txn.changes.shrink_to_fit();
         txn.bytes = 0;
-        return BinlogStatus();
+        continue;
       }
       txn.bytes += bytes;
       txn.changes.push_back(std::move(change));

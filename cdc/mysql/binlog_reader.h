@@ -64,6 +64,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,8 +97,12 @@ struct BinlogReaderOptions {
 
   bool verify_checksums = true;
   // A transaction's kept changes beyond this many bytes are dropped and the
-  // transaction marked overflowed (watchers of the table must relist).
+  // transaction marked overflowed: the watchers of what it touched must
+  // relist. Of such a transaction the reader keeps, for every change, the
+  // values of these `columns` (indexes) in its old and new rows: the key of
+  // what it touched (walwatch: group, version, resource and cluster).
   size_t max_transaction_bytes = size_t{256} << 20;
+  std::vector<size_t> key_columns;
 };
 
 enum class BinlogErrorKind : uint8_t {
@@ -156,8 +161,11 @@ struct BinlogTransaction {
   // Statements in it that name the table (not as row events): TRUNCATE,
   // DDL, or DML logged as a statement. Their effect on rows is unknown.
   std::vector<BinlogStatement> table_statements;
-  // Its changes passed max_transaction_bytes and were dropped.
+  // Its changes passed max_transaction_bytes and were dropped; `touched`
+  // holds the key (BinlogReaderOptions::key_columns, a NULL as "") of each
+  // dropped change's old and new row.
   bool overflowed = false;
+  std::set<std::vector<std::string>> touched;
   size_t bytes = 0;  // bytes the kept changes hold
 };
 

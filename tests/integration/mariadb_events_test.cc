@@ -210,6 +210,49 @@ TEST_F(MariaDbEventsTest, AClustersRemovalOf5000RowsIsOneTransaction) {
   EXPECT_EQ(e.rv(), c_later);
 }
 
+// A cluster's removal too large for walwatch to keep (more than half of
+// --max-log-bytes) ends only the watches it touched: those of that
+// cluster's pods. Another cluster's pods and another resource go on, and
+// see what comes after it.
+TEST_F(MariaDbEventsTest, ARemovalTooLargeToKeepEndsOnlyTheWatchesItTouched) {
+  constexpr int kRows = 3000;  // ~1 KB each: past 1 MiB, half of the log
+  WalwatchOptions options = Options();
+  options.max_log_bytes = "2Mi";
+  auto* ww = StartWalwatch(options);
+  ASSERT_NE(ww, nullptr);
+  for (int batch = 0; batch < kRows / 500; ++batch) {
+    std::vector<std::string> inserts;
+    for (int i = batch * 500; i < (batch + 1) * 500; ++i) {
+      Resource pod = Pod("gone", "ns", "p" + std::to_string(i));
+      pod.spec["padding"] = std::string(800, 'x');
+      inserts.push_back(InsertSql(database(), pod));
+    }
+    writer().Transaction(inserts);
+  }
+  WatchClient all, gone, stays, deployments;
+  ASSERT_TRUE(OpenWatch(all, *ww, "/api/v1/pods"));
+  ASSERT_TRUE(OpenWatch(gone, *ww, "/clusters/gone/api/v1/pods"));
+  ASSERT_TRUE(OpenWatch(stays, *ww, "/clusters/stays/api/v1/pods"));
+  ASSERT_TRUE(OpenWatch(deployments, *ww, "/apis/apps/v1/deployments"));
+
+  writer().Exec("DELETE FROM resources WHERE `cluster` = 'gone'");
+  for (WatchClient* w : {&all, &gone}) {
+    WatchEvent e;
+    ASSERT_TRUE(w->NextEvent(&e, In(std::chrono::seconds(60))));
+    EXPECT_TRUE(Expired(e)) << w->target();
+  }
+  const uint64_t c_pod = writer().Insert(Pod("stays", "ns", "later"));
+  const uint64_t c_deploy =
+      writer().Insert(Deployment("gone", "ns", "later-deploy"));
+  WatchEvent e;
+  ASSERT_TRUE(stays.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.name(), "later") << "the other cluster's watch saw " << e.raw;
+  EXPECT_EQ(e.rv(), c_pod);
+  ASSERT_TRUE(deployments.NextEvent(&e, In(kEventWait)));
+  EXPECT_EQ(e.name(), "later-deploy") << "the deployments watch saw " << e.raw;
+  EXPECT_EQ(e.rv(), c_deploy);
+}
+
 // Selectors, namespaces and clusters filter as on PostgreSQL.
 TEST_F(MariaDbEventsTest, SelectorsNamespacesAndClustersFilter) {
   auto* ww = StartWalwatch();
