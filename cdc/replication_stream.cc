@@ -97,6 +97,7 @@ void ReplicationStream::Loop::Passed(uint64_t position) {
 void ReplicationStream::Loop::Gap(uint64_t position) {
   log_->AppendBarrier(position);
   ++stats_->barriers;
+  ++stats_->gaps;
   last_commit_ = position;
 }
 

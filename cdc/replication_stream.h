@@ -103,6 +103,10 @@ struct ReplicationStats {
   // (ChangeSource::BusyWhileSilent; on PostgreSQL, a walsender decoding).
   std::atomic<uint64_t> busy_walsender_waits{0};
   std::atomic<uint64_t> barriers{0};  // TRUNCATE or oversized transactions
+  // What committed up to a position was lost to the stream, which went on
+  // after it (ChangeReceiver::Gap: a PostgreSQL slot lost or moved, a MySQL
+  // binlog purged before walwatch read it).
+  std::atomic<uint64_t> gaps{0};
   // Histories that went back below what walwatch had served (on PostgreSQL,
   // slots recreated there; EventSink::ResetHistory).
   std::atomic<uint64_t> history_resets{0};

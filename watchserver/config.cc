@@ -92,6 +92,13 @@ std::string ParseConfig(int argc, const char* const* argv,
     set_by_flag[slot] = set_by_flag[slot_from] = true;
   }
 
+  // So do --server-id and --server-id-from.
+  const size_t server_id = flags.IndexOf(FindFlag("server-id"));
+  const size_t server_id_from = flags.IndexOf(FindFlag("server-id-from"));
+  if (set_by_flag[server_id] || set_by_flag[server_id_from]) {
+    set_by_flag[server_id] = set_by_flag[server_id_from] = true;
+  }
+
   for (size_t f = 0; f < flags.size(); ++f) {
     const Flag& flag = flags[f];
     if (!flag.is_setting || set_by_flag[f]) continue;

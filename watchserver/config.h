@@ -39,6 +39,12 @@
 namespace walwatch {
 
 struct Config {
+  // Which database's log walwatch reads: PostgreSQL's WAL through a wal2json
+  // slot (--conninfo, --slot), or a MySQL/MariaDB binlog (--mysql-conninfo,
+  // --server-id).
+  enum class Source { kPostgres, kMysql };
+  Source source = Source::kPostgres;
+
   // PostgreSQL.
   // libpq connection string, key=value or a postgresql:// URI. Empty means
   // libpq's PG* environment variables, as in psql.
@@ -128,6 +134,15 @@ struct Config {
   int state_workers = 4;
   // A warning is logged when the slot retains more WAL than this.
   uint64_t retained_wal_warn_bytes = uint64_t{1} << 30;
+
+  // MySQL/MariaDB.
+  // key=value connection string (cdc/mysql/mysql_conninfo.h), checked by
+  // main: parsing it here would put its password into error messages.
+  std::string mysql_conninfo;
+  // walwatch's server id as a replica: given (server_id), or derived from
+  // --server-id-from's text (server_id_from, as given; main derives it).
+  uint32_t server_id = 0;
+  std::string server_id_from;
 
   // Event log.
   // Memory budget of the event log in bytes: at least 1Mi.

@@ -42,6 +42,28 @@ const Flag kFlags[] = {
      [](const Config& c) -> std::string { return c.help ? "true" : "false"; },
      false, false},
 
+    {"source", Group::kGeneral, "postgres|mysql",
+     "The database whose log walwatch reads: postgres, PostgreSQL's WAL "
+     "through a wal2json logical replication slot (--conninfo, --slot); or "
+     "mysql, the binary log of a MySQL or MariaDB server, read as a replica "
+     "reads it (--mysql-conninfo, --server-id). The other settings apply to "
+     "both unless their heading says otherwise.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (t == "postgres" || t == "postgresql") {
+         c->source = Config::Source::kPostgres;
+       } else if (t == "mysql" || t == "mariadb") {
+         c->source = Config::Source::kMysql;
+       } else {
+         return "expected postgres or mysql";
+       }
+       return "";
+     },
+     [](const Config& c) -> std::string {
+       return c.source == Config::Source::kMysql ? "mysql" : "postgres";
+     },
+     false, true},
+
     // PostgreSQL.
     {"conninfo", Group::kPostgreSql, "CONNINFO",
      "libpq connection string, key=value or a postgresql:// URI. Empty means "
@@ -77,7 +99,9 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return c.slot_from; }, false, true},
     {"mapping", Group::kPostgreSql, "PATH",
-     "Table-mapping JSON file: which tables become which Kubernetes resources.",
+     "Table-mapping JSON file: which tables become which Kubernetes "
+     "resources. On MySQL the table is in --mysql-conninfo's database; the "
+     "file's schema is not read.",
      "built-in Clusterpedia resources mapping",
      [](std::string_view t, Config* c) -> std::string {
        c->mapping_path = t;
@@ -85,8 +109,9 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return c.mapping_path; }, false, true},
     {"status-interval", Group::kPostgreSql, "DURATION",
-     "How often standby status updates are sent to PostgreSQL; more than 0 "
-     "and less than 30s.",
+     "How often standby status updates are sent to PostgreSQL; on MySQL, "
+     "how long the server stays silent before it sends a heartbeat with its "
+     "position. More than 0 and less than 30s.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        milliseconds d;
@@ -103,7 +128,8 @@ const Flag kFlags[] = {
      "A replication connection that carries no message for this long is "
      "taken as dead (a silent network partition) and reopened, unless its "
      "walsender is seen busy decoding (asked on another connection, within "
-     "5s); also bounds the commands that start streaming. At least 5s.",
+     "5s), or, on MySQL, the binlog is still arriving; also bounds the "
+     "commands that start streaming, and on MySQL every query. At least 5s.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
        return ParseDurationAtLeast(t, std::chrono::seconds(5),
@@ -112,13 +138,63 @@ const Flag kFlags[] = {
      [](const Config& c) { return FormatDuration(c.replication_timeout); },
      false, true},
     {"connect-timeout", Group::kPostgreSql, "DURATION",
-     "Time allowed to connect to PostgreSQL; at least 1s.", nullptr,
+     "Time allowed to connect to the database; at least 1s.", nullptr,
      [](std::string_view t, Config* c) -> std::string {
        return ParseDurationAtLeast(t, std::chrono::seconds(1),
                                    &c->connect_timeout);
      },
      [](const Config& c) { return FormatDuration(c.connect_timeout); }, false,
      true},
+
+    // MySQL/MariaDB.
+    {"mysql-conninfo", Group::kMySql, "CONNINFO",
+     "The MySQL or MariaDB server, as key=value pairs (a value with spaces in "
+     "single quotes): host, port (3306), socket (host empty or localhost), "
+     "user, password, database (the table's; required), ssl-mode "
+     "(DISABLED, REQUIRED or VERIFY_IDENTITY), ssl-ca, ssl-cert, ssl-key. "
+     "Logged with the password masked.",
+     "empty",
+     [](std::string_view t, Config* c) -> std::string {
+       c->mysql_conninfo = t;  // checked by main, never quoted back
+       return "";
+     },
+     [](const Config& c) { return RedactConninfo(c.mysql_conninfo); }, false,
+     true},
+    {"server-id", Group::kMySql, "N",
+     "walwatch's server id as a replica of the MySQL/MariaDB server: 1 to "
+     "4294967295, other than the server's own and unique among everything "
+     "that replicates from it (the server drops the older of two readers "
+     "with one id). Give each walwatch replica its own, or use "
+     "--server-id-from.",
+     "unset",
+     [](std::string_view t, Config* c) -> std::string {
+       uint64_t n;
+       if (!ParseUnsigned(t, &n) || n < 1 || n > 4294967295u) {
+         return "expected an integer from 1 to 4294967295";
+       }
+       c->server_id = static_cast<uint32_t>(n);
+       c->server_id_from.clear();
+       return "";
+     },
+     [](const Config& c) {
+       return c.server_id == 0 ? std::string() : std::to_string(c.server_id);
+     },
+     false, true},
+    {"server-id-from", Group::kMySql, "TEXT",
+     "Derive the server id from TEXT, e.g. walwatch-$(POD_NAME) in a pod "
+     "spec: a hash of it, from 2147483648 up, so that each replica of a "
+     "StatefulSet has its own and keeps it across restarts. walwatch also "
+     "registers under TEXT (SHOW SLAVE HOSTS), which lets its startup check "
+     "refuse an id another name holds. Replaces --server-id.",
+     "unset (use --server-id)",
+     [](std::string_view t, Config* c) -> std::string {
+       if (t.empty()) return "";
+       if (t.size() > 60) return "expected at most 60 bytes";
+       c->server_id_from = std::string(t);
+       c->server_id = 0;
+       return "";
+     },
+     [](const Config& c) { return c.server_id_from; }, false, true},
 
     // Serving.
     {"socket", Group::kServing, "PATH",
@@ -191,7 +267,8 @@ const Flag kFlags[] = {
        return "";
      },
      [](const Config& c) { return c.tcp_listen; }, false, true},
-    {"http-threads", Group::kServing, "N", "Threads serving HTTP; 1 to 64. More can help with many "
+    {"http-threads", Group::kServing, "N",
+     "Threads serving HTTP; 1 to 64. More can help with many "
      "watchers on a machine with cores to spare.",
      nullptr,
      [](std::string_view t, Config* c) -> std::string {
@@ -229,7 +306,8 @@ const Flag kFlags[] = {
     {"initial-state-stall-timeout", Group::kServing, "DURATION",
      "How long a state reader waits for a client that takes none of its "
      "initial state (the 4 MiB of events queued for it stay unread), or "
-     "too little of it (see --initial-state-min-rate), before it gives back the "
+     "too little of it (see --initial-state-min-rate), before it gives back "
+     "the "
      "reader and the snapshot: the watch ends with 410 Expired and the "
      "client relists. Keep it below 30s: a write the client does not drain "
      "for 30s closes its connection without the 410. 0 (no limit, only "
@@ -463,8 +541,8 @@ const Flag kFlags[] = {
                   ? ""
                   : "expected a size such as 512Mi";
      },
-     [](const Config& c) { return FormatSize(c.replay_window_bytes); },
-     false, true},
+     [](const Config& c) { return FormatSize(c.replay_window_bytes); }, false,
+     true},
     // Event log.
     {"max-log-bytes", Group::kEventLog, "SIZE",
      "Memory budget of the in-memory event log; at least 1Mi. Its memory "

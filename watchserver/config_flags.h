@@ -22,7 +22,14 @@ namespace walwatch {
 struct Flag {
   // The heading a flag is listed under in --help; kGeneral flags come
   // first, under none.
-  enum class Group { kGeneral, kPostgreSql, kServing, kEventLog, kLogging };
+  enum class Group {
+    kGeneral,
+    kPostgreSql,
+    kMySql,
+    kServing,
+    kEventLog,
+    kLogging
+  };
 
   const char* name;  // Without the leading "--".
   Group group;

@@ -16,6 +16,7 @@ using Group = Flag::Group;
 
 constexpr std::pair<Group, const char*> kGroupHeadings[] = {
     {Group::kPostgreSql, "PostgreSQL"},
+    {Group::kMySql, "MySQL/MariaDB (--source mysql)"},
     {Group::kServing, "Serving"},
     {Group::kEventLog, "Event log"},
     {Group::kLogging, "Logging"},
@@ -84,8 +85,9 @@ std::string HelpText() {
       "replication slots\n"
       "                                      (walwatch slots --help)\n"
       "\n"
-      "Streams changes from a PostgreSQL logical replication slot (wal2json)\n"
-      "and serves them as Kubernetes watch events.\n"
+      "Streams changes from a PostgreSQL logical replication slot (wal2json),\n"
+      "or from a MySQL/MariaDB binary log (--source mysql), and serves them\n"
+      "as Kubernetes watch events.\n"
       "\n"
       "Flags are written --flag value or --flag=value. Every flag except\n"
       "--help can also be set with the environment variable named with it;\n"

@@ -12,56 +12,23 @@ namespace {
 
 constexpr char kRedacted[] = "********";
 
-bool IsConninfoSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
-         c == '\v';
-}
-
 bool IsSecretKey(std::string_view key) {
   return key == "password" || key == "sslpassword";
 }
 
 using Span = std::pair<size_t, size_t>;  // [begin, end) of a secret.
 
-// key=value form, tokenized as libpq's conninfo_parse does: whitespace
-// separates pairs, spaces may surround '=', a value is either unquoted (ends
-// at whitespace) or in single quotes, and a backslash escapes the next
-// character in both. False if the string does not parse.
+// key=value form (ParseKeywordValues, as libpq tokenizes it). False if the
+// string does not parse.
 bool FindKeywordSecrets(std::string_view s, std::vector<Span>* secrets) {
-  size_t i = 0;
-  while (true) {
-    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
-    if (i == s.size()) return true;
-    const size_t key_begin = i;
-    while (i < s.size() && s[i] != '=' && !IsConninfoSpace(s[i])) ++i;
-    const std::string_view key = s.substr(key_begin, i - key_begin);
-    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
-    if (i == s.size() || s[i] != '=') return false;
-    ++i;
-    while (i < s.size() && IsConninfoSpace(s[i])) ++i;
-    const size_t value_begin = i;
-    if (i < s.size() && s[i] == '\'') {
-      ++i;
-      while (true) {
-        if (i == s.size()) return false;  // Unterminated quote.
-        if (s[i] == '\\') {
-          i += i + 1 < s.size() ? 2 : 1;
-        } else if (s[i] == '\'') {
-          ++i;
-          break;
-        } else {
-          ++i;
-        }
-      }
-    } else {
-      while (i < s.size() && !IsConninfoSpace(s[i])) {
-        i += s[i] == '\\' && i + 1 < s.size() ? 2 : 1;
-      }
-    }
-    if (IsSecretKey(key) && i > value_begin) {
-      secrets->emplace_back(value_begin, i);
+  std::vector<KeywordValue> pairs;
+  if (!ParseKeywordValues(s, &pairs)) return false;
+  for (const KeywordValue& kv : pairs) {
+    if (IsSecretKey(kv.key) && kv.value_end > kv.value_begin) {
+      secrets->emplace_back(kv.value_begin, kv.value_end);
     }
   }
+  return true;
 }
 
 // URI form: postgresql://[user[:password]@][hosts][/dbname][?key=value&...].

@@ -423,8 +423,7 @@ void HttpSession::AskStateSource(Awaiting what, const HandoffRequest* handoff) {
   };
   StateSource::Wanted still_wanted = [wanted] { return wanted->load(); };
   if (what == Awaiting::kHandoffRv) {
-    state->HandoffRv(handoff->snapshot, handoff->insert_lsn, std::move(done),
-                     std::move(still_wanted));
+    state->HandoffRv(*handoff, std::move(done), std::move(still_wanted));
   } else {
     state->FreshRv(std::move(done), std::move(still_wanted));
   }

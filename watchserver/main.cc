@@ -1,7 +1,9 @@
-// walwatch: PostgreSQL logical replication (wal2json) to Kubernetes watch
-// streams on a Unix socket. main wires the pieces together:
+// walwatch: PostgreSQL logical replication (wal2json), or a MySQL/MariaDB
+// binlog, to Kubernetes watch streams on a Unix socket. main wires the
+// pieces together:
 //
-//   PostgreSQL's change source (cdc/postgres/postgres.h)
+//   the database's change source (--source: cdc/postgres/postgres.h or
+//   cdc/mysql/mariadb.h, a Database)
 //     -> ReplicationStream (its own thread) -> EventLog -> HttpServer sessions
 //                                                         (io_context threads)
 #include <signal.h>
@@ -9,19 +11,24 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-
 #include "cdc/base/logging.h"
+#include "cdc/change_source.h"
+#include "cdc/database.h"
 #include "cdc/model/resource_catalog.h"
+#include "cdc/mysql/mariadb.h"
+#include "cdc/mysql/mysql_checks.h"
+#include "cdc/mysql/mysql_conninfo.h"
 #include "cdc/postgres/postgres.h"
 #include "cdc/replication_stream.h"
+#include "cdc/state_workers.h"
 #include "schema/table_mapping.h"
 #include "watchserver/config.h"
 #include "watchserver/event_log.h"
@@ -127,6 +134,68 @@ size_t MaxConnections(const Config& config, uint64_t open_files) {
       open_files > 2 * reserved ? open_files - reserved : open_files / 2);
 }
 
+// The entry point of the database --source names: the one place that
+// tells the databases apart.
+std::string MakeDatabase(const Config& config, const TableMapping& mapping,
+                         size_t max_transaction_bytes, ResourceCatalog* catalog,
+                         std::unique_ptr<Database>* out) {
+  const int connect_timeout_seconds =
+      static_cast<int>((config.connect_timeout.count() + 999) / 1000);
+  if (config.source == Config::Source::kPostgres) {
+    PostgresOptions o;
+    o.source.conninfo = config.conninfo;
+    o.source.slot = config.slot;
+    o.source.receive_timeout = config.replication_timeout;
+    o.source.connect_timeout_seconds = connect_timeout_seconds;
+    o.source.max_transaction_bytes = max_transaction_bytes;
+    o.source.mapping = mapping;
+    o.state_workers = config.state_workers;
+    o.catch_up_timeout = config.too_large_rv_wait;
+    o.retained_warn_bytes = config.retained_wal_warn_bytes;
+    *out = std::make_unique<Postgres>(std::move(o), catalog);
+    return "";
+  }
+  mysql::MariaDbOptions o;
+  if (config.mysql_conninfo.empty()) {
+    return "--source mysql needs --mysql-conninfo (or "
+           "WALWATCH_MYSQL_CONNINFO), e.g. \"host=db user=walwatch "
+           "password=... database=clusterpedia\"";
+  }
+  if (std::string e =
+          mysql::ParseMysqlConninfo(config.mysql_conninfo, &o.source.conn);
+      !e.empty()) {
+    return "--mysql-conninfo: " + e;
+  }
+  if (config.server_id_from.empty() && config.server_id == 0) {
+    return "--source mysql needs walwatch's own server id as a replica: "
+           "--server-id N, or --server-id-from walwatch-$(POD_NAME) to derive "
+           "one per pod";
+  }
+  o.source.server_id = config.server_id_from.empty()
+                           ? config.server_id
+                           : mysql::DeriveServerId(config.server_id_from);
+  o.source.replica_host = config.server_id_from.empty()
+                              ? "walwatch-" + std::to_string(config.server_id)
+                              : config.server_id_from;
+  o.source.conn.connect_timeout_s =
+      static_cast<unsigned>(connect_timeout_seconds);
+  o.source.mapping = mapping;
+  o.source.heartbeat_period = config.status_interval;
+  o.source.silence_timeout =
+      std::chrono::seconds((config.replication_timeout.count() + 999) / 1000);
+  o.source.replay_window = config.replay_window;
+  o.source.replay_window_bytes = config.replay_window_bytes;
+  o.source.max_transaction_bytes = max_transaction_bytes;
+  o.state_workers = config.state_workers;
+  o.catch_up_timeout = config.too_large_rv_wait;
+  LogInfo("MySQL/MariaDB replica identity",
+          {{"server_id", static_cast<uint64_t>(o.source.server_id)},
+           {"registered_as", o.source.replica_host},
+           {"server", mysql::DescribeParams(o.source.conn)}});
+  *out = std::make_unique<mysql::MariaDb>(std::move(o), catalog);
+  return "";
+}
+
 int Main(int argc, char** argv) {
   Config config;
   std::string err = ParseConfig(argc, argv, environ, &config);
@@ -150,20 +219,10 @@ int Main(int argc, char** argv) {
   // One transaction may hold at most half the log, so that it fits beside
   // what watchers are still reading.
   const size_t max_transaction_bytes = config.max_log_bytes / 2;
-  PostgresOptions pg_options;
-  pg_options.source.conninfo = config.conninfo;
-  pg_options.source.slot = config.slot;
-  pg_options.source.receive_timeout = config.replication_timeout;
-  pg_options.source.connect_timeout_seconds = static_cast<int>(
-      (config.connect_timeout.count() + 999) / 1000);
-  pg_options.source.max_transaction_bytes = max_transaction_bytes;
-  if (std::string e = LoadMapping(config, &pg_options.source.mapping);
-      !e.empty()) {
+  TableMapping mapping;
+  if (std::string e = LoadMapping(config, &mapping); !e.empty()) {
     return Fatal(e);
   }
-  pg_options.state_workers = config.state_workers;
-  pg_options.catch_up_timeout = config.too_large_rv_wait;
-  pg_options.retained_warn_bytes = config.retained_wal_warn_bytes;
 
   ReplicationOptions repl_options;
   repl_options.status_interval = config.status_interval;
@@ -186,8 +245,14 @@ int Main(int argc, char** argv) {
             {{"kinds", config.kinds_path},
              {"resources", static_cast<uint64_t>(declared.size())}});
   }
-  Postgres postgres(pg_options, &catalog);
-  ReplicationStream replication(repl_options, postgres.source(), &catalog);
+  std::unique_ptr<Database> database_owner;
+  if (std::string e = MakeDatabase(config, mapping, max_transaction_bytes,
+                                   &catalog, &database_owner);
+      !e.empty()) {
+    return Fatal(e);
+  }
+  Database& database = *database_owner;
+  ReplicationStream replication(repl_options, database.source(), &catalog);
   StartupSignals startup_signals(&replication);
   ReplicationStream::StartPosition start;
   std::string prepared = replication.Prepare(&start);
@@ -197,24 +262,23 @@ int Main(int argc, char** argv) {
   }
   if (!prepared.empty()) return Fatal(prepared);
   EventLog log(config.max_log_bytes, start.floor_rv);
-  std::unique_ptr<StateService> state_service = postgres.Start(
-      &log, [&replication] { replication.RequestPosition(); });
-  StateService& state = *state_service;
-  const SlotMonitor& monitor = postgres.monitor();
+  std::unique_ptr<StateWorkerPool> state_service =
+      database.Start(&log, [&replication] { replication.RequestPosition(); });
+  StateWorkerPool& state = *state_service;
+  const ServerMonitor& monitor = database.monitor();
 
   Metrics metrics;
   RegisterReplicationMetrics(&metrics, replication, log, monitor);
-  auto lag_bytes = [&replication, &monitor]() -> uint64_t {
-    uint64_t server = monitor.server_wal_lsn();
-    uint64_t decoded = replication.stats().decoded_lsn.load();
-    return server > decoded ? server - decoded : 0;
-  };
+  const std::string db_name = database.source()->database();
   auto ready = [&]() -> std::string {
-    if (!replication.streaming()) return "not streaming from PostgreSQL";
-    if (monitor.server_wal_lsn() == 0) return "WAL position not read yet";
-    uint64_t lag = lag_bytes();
+    if (!replication.streaming()) return "not streaming from " + db_name;
+    if (!monitor.server_position_known()) {
+      return std::string(monitor.log_name()) + " position not read yet";
+    }
+    uint64_t lag = monitor.LagBytes(replication.stats().decoded_lsn.load());
     if (lag > config.ready_max_lag_bytes) {
-      return "catching up: " + std::to_string(lag) + " bytes of WAL behind";
+      return "catching up: " + std::to_string(lag) + " bytes of " +
+             monitor.log_name() + " behind";
     }
     return "";
   };
@@ -286,7 +350,7 @@ int Main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   replication.Stop();
   replication_thread.join();
-  postgres.Stop();
+  database.Stop();
   LogInfo("stopped");
   return 0;
 }

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "cdc/base/clock.h"
-#include "cdc/postgres/slot_monitor.h"
-#include "cdc/postgres/state_service.h"
+#include "cdc/database.h"
 #include "cdc/replication_stream.h"
+#include "cdc/state_workers.h"
 #include "watchserver/event_log.h"
 #include "watchserver/http_server.h"
 #include "watchserver/metrics.h"
@@ -17,7 +17,7 @@ namespace walwatch {
 void RegisterReplicationMetrics(Metrics* m,
                                 const ReplicationStream& replication,
                                 const EventLog& log,
-                                const SlotMonitor& monitor) {
+                                const ServerMonitor& monitor) {
   const ReplicationStats& s = replication.stats();
   auto counter = [m](const char* name, const char* help,
                      const std::atomic<uint64_t>& v) {
@@ -46,7 +46,7 @@ void RegisterReplicationMetrics(Metrics* m,
   counter("walwatch_row_errors_total",
           "Rows that could not become watch events.", s.row_errors);
   counter("walwatch_reconnects_total",
-          "Successful reconnections to PostgreSQL.", s.reconnects);
+          "Successful reconnections to the database.", s.reconnects);
   counter("walwatch_history_resets_total",
           "Replication slots recreated below what walwatch had served: "
           "PostgreSQL's history went back (a failover to a server that was "
@@ -68,52 +68,51 @@ void RegisterReplicationMetrics(Metrics* m,
           "TRUNCATEs, lost slots and oversized transactions that ended every "
           "watch with 410.",
           s.barriers);
+  counter("walwatch_stream_gaps_total",
+          "Times the stream lost what committed up to a position and went on "
+          "after it: a replication slot lost or moved (PostgreSQL), a binlog "
+          "purged before walwatch read it (MySQL). Every watcher relisted.",
+          s.gaps);
   counter("walwatch_received_bytes_total",
           "Bytes of replication messages received.", s.bytes_received);
   m->AddGauge("walwatch_replication_streaming",
               "1 while the replication stream is open.",
               [&replication] { return replication.streaming() ? 1.0 : 0.0; });
-  m->AddGauge("walwatch_replication_lag_bytes",
-              "PostgreSQL's WAL position minus the position walwatch has "
-              "decoded.",
-              [&s, &monitor] {
-                uint64_t server = monitor.server_wal_lsn();
-                uint64_t decoded = s.decoded_lsn.load();
-                return server > decoded ? double(server - decoded) : 0.0;
-              });
-  m->AddGauge("walwatch_replication_lag_seconds",
-              "Seconds since the commit of the last transaction received, "
-              "while WAL remains to be decoded; 0 when caught up.",
-              [&s, &monitor] {
-                uint64_t server = monitor.server_wal_lsn();
-                int64_t commit = s.last_commit_time_us.load();
-                if (server <= s.decoded_lsn.load() || commit == 0) return 0.0;
-                return std::max(0.0, (NowUnixMicros() - commit) / 1e6);
-              });
+  m->AddGauge(
+      "walwatch_replication_lag_bytes",
+      "The database's log (PostgreSQL's WAL, MySQL's binlog) past "
+      "the position walwatch has decoded, in bytes.",
+      [&s, &monitor] {
+        return static_cast<double>(monitor.LagBytes(s.decoded_lsn.load()));
+      });
+  m->AddGauge(
+      "walwatch_replication_lag_seconds",
+      "Seconds since the commit of the last transaction received, "
+      "while the database's log remains to be decoded; 0 when "
+      "caught up.",
+      [&s, &monitor] {
+        int64_t commit = s.last_commit_time_us.load();
+        if (monitor.LagBytes(s.decoded_lsn.load()) == 0 || commit == 0) {
+          return 0.0;
+        }
+        return std::max(0.0, (NowUnixMicros() - commit) / 1e6);
+      });
   m->AddGauge("walwatch_last_commit_timestamp_seconds",
               "Commit time of the last transaction received (Unix seconds).",
               [&s] { return s.last_commit_time_us.load() / 1e6; });
-  m->AddGauge("walwatch_confirmed_flush_lsn",
-              "The flush position last confirmed to PostgreSQL.",
-              [&s] { return static_cast<double>(s.confirmed_lsn.load()); });
-  m->AddGauge("walwatch_slot_retained_wal_bytes",
-              "WAL the replication slot keeps on the server (current WAL "
-              "position minus restart_lsn).",
-              [&monitor] { return static_cast<double>(monitor.retained_bytes()); });
-  m->AddGauge("walwatch_walsender_synchronous",
-              "1 while the slot's walsender is a synchronous standby "
-              "(synchronous_standby_names matches walwatch): commits then wait "
-              "for walwatch's confirmed flush.",
-              [&monitor] { return monitor.synchronous() ? 1.0 : 0.0; });
-  for (const char* status :
-       {"reserved", "extended", "unreserved", "lost", "missing", "unknown"}) {
-    m->AddLabeledGauge("walwatch_slot_wal_status",
-                       "1 for the slot's current wal_status (missing: no "
-                       "such slot; unknown: the last poll failed).",
-                       "status", status,
-                       [&monitor, status] {
-                         return monitor.wal_status() == status ? 1.0 : 0.0;
-                       });
+  m->AddGauge(
+      "walwatch_confirmed_flush_lsn",
+      "The flush position last confirmed to the source (PostgreSQL: the "
+      "slot's; MySQL: the start of the replay window, kept by walwatch).",
+      [&s] { return static_cast<double>(s.confirmed_lsn.load()); });
+  // The database's own (PostgreSQL: the slot's retained WAL, wal_status,
+  // a synchronous walsender).
+  for (const ServerMonitor::Gauge& g : monitor.Gauges()) {
+    if (g.label.empty()) {
+      m->AddGauge(g.name, g.help, g.read);
+    } else {
+      m->AddLabeledGauge(g.name, g.help, g.label, g.label_value, g.read);
+    }
   }
   m->AddGauge("walwatch_event_log_bytes",
               "Bytes held by the event log: its events and, once each, the "
@@ -138,7 +137,7 @@ void RegisterReplicationMetrics(Metrics* m,
 }
 
 void RegisterServingMetrics(Metrics* m, const HttpServer* server,
-                            StateService* state, size_t max_connections,
+                            StateWorkerPool* state, size_t max_connections,
                             size_t max_connection_buffer_bytes) {
   m->AddGauge("walwatch_connections",
               "Client connections open (watches, probes, requests).", [server] {

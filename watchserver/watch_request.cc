@@ -241,19 +241,75 @@ std::optional<RequestError> ApplyQuery(const std::vector<QueryParam>& params,
   return std::nullopt;
 }
 
-// The handoff's query: snapshot (required) and insertLSN (optional).
+// A binlog file name as MySQL and MariaDB write them: a base name, a dot
+// and the file's number ("mariadb-bin.000003"), at most 512 bytes (FN_REFLEN).
+bool IsBinlogFileName(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  if (name.size() > 512 || dot == std::string_view::npos || dot == 0 ||
+      dot + 1 == name.size() || name.size() - dot - 1 > 9) {
+    return false;
+  }
+  for (char c : name.substr(dot + 1)) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+// The handoff's query, in one of two forms (HandoffPosition): snapshot
+// (required) and insertLSN (optional) from PostgreSQL, or binlogFile and
+// binlogPosition (both required) from MySQL/MariaDB.
 std::optional<RequestError> ApplyHandoffQuery(
     const std::vector<QueryParam>& params, HandoffRequest* h) {
   const std::string* snapshot = nullptr;
   const std::string* insert_lsn = nullptr;
+  const std::string* binlog_file = nullptr;
+  const std::string* binlog_position = nullptr;
   for (const QueryParam& p : params) {
     if (p.key == "snapshot" && !snapshot) snapshot = &p.value;
     if (p.key == "insertLSN" && !insert_lsn) insert_lsn = &p.value;
+    if (p.key == "binlogFile" && !binlog_file) binlog_file = &p.value;
+    if (p.key == "binlogPosition" && !binlog_position) {
+      binlog_position = &p.value;
+    }
+  }
+  const bool pg =
+      (snapshot && !snapshot->empty()) || (insert_lsn && !insert_lsn->empty());
+  const bool binlog = (binlog_file && !binlog_file->empty()) ||
+                      (binlog_position && !binlog_position->empty());
+  if (pg && binlog) {
+    return BadRequest(
+        "give either snapshot and insertLSN (PostgreSQL) or binlogFile and "
+        "binlogPosition (MySQL/MariaDB), not both");
+  }
+  if (binlog) {
+    if (!binlog_file || !IsBinlogFileName(*binlog_file)) {
+      return BadRequest(
+          "invalid value " +
+          Quoted(binlog_file ? binlog_file->substr(0, 128) : std::string()) +
+          " for binlogFile: want binlog_snapshot_file (SHOW STATUS LIKE "
+          "'binlog_snapshot_%' in the list's START TRANSACTION WITH "
+          "CONSISTENT SNAPSHOT), such as mariadb-bin.000003");
+    }
+    uint64_t position = 0;
+    if (!binlog_position || !ParseUnsigned(*binlog_position, &position) ||
+        position >= 10'000'000'000ULL) {
+      return BadRequest(
+          "invalid value " +
+          Quoted(binlog_position ? binlog_position->substr(0, 32)
+                                 : std::string()) +
+          " for binlogPosition: want binlog_snapshot_position, a byte offset "
+          "such as 12345");
+    }
+    h->binlog_file = *binlog_file;
+    h->binlog_position = position;
+    return std::nullopt;
   }
   if (!snapshot || snapshot->empty()) {
     return BadRequest(
         "snapshot is required: pg_current_snapshot() read in the list's "
-        "REPEATABLE READ transaction");
+        "REPEATABLE READ transaction (PostgreSQL); or binlogFile and "
+        "binlogPosition, binlog_snapshot_file and _position of the list's "
+        "consistent snapshot (MySQL/MariaDB)");
   }
   HandoffSnapshot parsed;
   if (!ParseHandoffSnapshot(*snapshot, &parsed)) {

@@ -8,6 +8,7 @@
 // Health paths: /healthz, /readyz, /livez.
 // RV endpoints for an APIServer's own SQL lists (watchserver/PROTOCOL.md):
 //   /walwatch/v1/handoff?snapshot=<pg_current_snapshot()>[&insertLSN=<pg_lsn>]
+//   /walwatch/v1/handoff?binlogFile=<file>&binlogPosition=<offset>  (MySQL)
 //   /walwatch/v1/freshrv
 //
 // Path segments and query values are percent-decoded ('+' is a space in the
@@ -24,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "cdc/model/state_source.h"
 #include "watchserver/k8s_status.h"
 
 namespace walwatch {
@@ -60,14 +62,9 @@ struct WatchRequest {
   std::string field_selector;
 };
 
-// GET /walwatch/v1/handoff.
-struct HandoffRequest {
-  // pg_current_snapshot() as text ("xmin:xmax:xip,..."), checked to parse.
-  std::string snapshot;
-  // pg_current_wal_insert_lsn() read after the snapshot in the same
-  // transaction; 0 when absent (walwatch then reads a later one itself).
-  uint64_t insert_lsn = 0;
-};
+// GET /walwatch/v1/handoff: where the list was read, in its database's form
+// (HandoffPosition, cdc/model/state_source.h), checked to parse.
+using HandoffRequest = HandoffPosition;
 
 // An error to answer with: the Status, with its HTTP code.
 using RequestError = K8sStatus;
@@ -87,9 +84,10 @@ struct ParsedRequest {
 // segment or escape, an invalid query value (the message names it), a
 // GET on a watch path without watch=1/true (walwatch serves only watches;
 // lists come from SQL), or a handoff without a valid snapshot or with an
-// invalid insertLSN; 422 Invalid for a combination of sendInitialEvents,
-// resourceVersionMatch and continue the apiserver's validateWatchOptions
-// rejects, with its messages and causes.
+// invalid insertLSN (or, in the binlog form, without a binlog file name and
+// byte offset, or with both forms); 422 Invalid for a combination of
+// sendInitialEvents, resourceVersionMatch and continue the apiserver's
+// validateWatchOptions rejects, with its messages and causes.
 ParsedRequest ParseRequest(std::string_view method, std::string_view target);
 
 // Parses PostgreSQL's pg_lsn text form "X/Y" (two hexadecimal numbers of at

@@ -153,4 +153,52 @@ std::string OneLine(std::string text) {
   return out;
 }
 
+bool ParseKeywordValues(std::string_view s, std::vector<KeywordValue>* out) {
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+           c == '\v';
+  };
+  out->clear();
+  size_t i = 0;
+  while (true) {
+    while (i < s.size() && space(s[i])) ++i;
+    if (i == s.size()) return true;
+    KeywordValue kv;
+    const size_t key_begin = i;
+    while (i < s.size() && s[i] != '=' && !space(s[i])) ++i;
+    kv.key.assign(s.substr(key_begin, i - key_begin));
+    while (i < s.size() && space(s[i])) ++i;
+    if (i == s.size() || s[i] != '=') return false;
+    ++i;
+    while (i < s.size() && space(s[i])) ++i;
+    kv.value_begin = i;
+    if (i < s.size() && s[i] == '\'') {
+      ++i;
+      while (true) {
+        if (i == s.size()) return false;  // Unterminated quote.
+        if (s[i] == '\\') {
+          if (i + 1 < s.size()) kv.value.push_back(s[i + 1]);
+          i += i + 1 < s.size() ? 2 : 1;
+        } else if (s[i] == '\'') {
+          ++i;
+          break;
+        } else {
+          kv.value.push_back(s[i++]);
+        }
+      }
+    } else {
+      while (i < s.size() && !space(s[i])) {
+        if (s[i] == '\\' && i + 1 < s.size()) {
+          kv.value.push_back(s[i + 1]);
+          i += 2;
+        } else {
+          kv.value.push_back(s[i++]);
+        }
+      }
+    }
+    kv.value_end = i;
+    out->push_back(std::move(kv));
+  }
+}
+
 }  // namespace walwatch

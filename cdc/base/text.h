@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace walwatch {
 
@@ -43,6 +44,23 @@ bool ParseUnsigned(std::string_view text, uint64_t* value);
 // `text` with control characters written as \xNN, so that an error message
 // that quotes its input stays one line.
 std::string OneLine(std::string text);
+
+// One key=value pair of a connection string in libpq's keyword form.
+struct KeywordValue {
+  std::string key;
+  std::string value;  // unquoted, backslash escapes resolved
+  // The value as written, [value_begin, value_end) of the string, quotes
+  // included: what a log line masks.
+  size_t value_begin = 0;
+  size_t value_end = 0;
+};
+// Splits `text` as libpq's conninfo_parse does: whitespace separates pairs,
+// spaces may surround '=', a value is either unquoted (it ends at
+// whitespace) or in single quotes, and a backslash escapes the next
+// character in both. False if it does not parse (a key without '=', an
+// unterminated quote). PostgreSQL's --conninfo and MySQL's
+// --mysql-conninfo are both written so.
+bool ParseKeywordValues(std::string_view text, std::vector<KeywordValue>* out);
 
 // Parses a duration as the flags take it: "500ms", "30s", "10m", "1h",
 // "1h30m" (units h, m, s, ms, each at most once, largest first), or a bare

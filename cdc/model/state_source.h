@@ -1,7 +1,8 @@
-// StateSource is what the HTTP layer asks of PostgreSQL: the current state of
-// a resource (for a watch without resourceVersion, or WatchList), and the RV
-// that continues an APIServer's own SQL list. cdc/postgres/state_service.h
-// implements it; tests may substitute their own.
+// StateSource is what the HTTP layer asks of the database: the current state
+// of a resource (for a watch without resourceVersion, or WatchList), and the
+// RV that continues an APIServer's own SQL list. Each source implements it
+// (cdc/postgres/state_service.h, cdc/mysql/mariadb_state.h) on the worker
+// pool of cdc/state_workers.h; tests may substitute their own.
 //
 // Every answer rests on one rule, "exact or retry" (DESIGN.md): the RV given
 // with a state is the exact position from which the watch stream continues
@@ -146,6 +147,24 @@ struct HandoffSnapshot {
 // Parses that text form (xip may be empty). False for anything else.
 bool ParseHandoffSnapshot(std::string_view text, HandoffSnapshot* out);
 
+// Where an APIServer's own SQL list was read, as the handoff endpoint takes
+// it (PROTOCOL.md, "Handoff"), in the form of the database it read:
+//   * PostgreSQL: the list's pg_current_snapshot() text (checked to parse:
+//     ParseHandoffSnapshot) and pg_current_wal_insert_lsn() read after it in
+//     the same transaction (0: walwatch reads a later one itself);
+//   * MySQL/MariaDB: the binlog_snapshot_file and binlog_snapshot_position
+//     of the list's START TRANSACTION WITH CONSISTENT SNAPSHOT.
+// The HTTP layer checks the form, whatever the database; a source answers
+// 400 to the other database's.
+struct HandoffPosition {
+  std::string snapshot;
+  uint64_t insert_lsn = 0;
+  std::string binlog_file;  // set: the MySQL/MariaDB form
+  uint64_t binlog_position = 0;
+
+  bool binlog() const { return !binlog_file.empty(); }
+};
+
 class StateSource {
  public:
   virtual ~StateSource() = default;
@@ -162,17 +181,15 @@ class StateSource {
   // request nobody waits for (without calling `done`). Any thread.
   using Wanted = std::function<bool()>;
 
-  // The RV from which a watch continues a list read in `snapshot`
-  // (pg_current_snapshot()'s text). `insert_lsn` is
-  // pg_current_wal_insert_lsn() read in the list's transaction after the
-  // snapshot, or 0 to have walwatch read a later one itself. `done` is
+  // The RV from which a watch continues a list read at `at`. `done` is
   // called at most once (not when `wanted` turned false), from another
   // thread.
-  virtual void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                         RvCallback done, Wanted wanted) = 0;
+  virtual void HandoffRv(const HandoffPosition& at, RvCallback done,
+                         Wanted wanted) = 0;
 
   // An RV at least as new as the database at the time of the call: waits
-  // until the stream has passed pg_current_wal_insert_lsn().
+  // until the stream has passed the end of the database's log as it was
+  // (PostgreSQL: pg_current_wal_insert_lsn(); MySQL: SHOW MASTER STATUS).
   virtual void FreshRv(RvCallback done, Wanted wanted) = 0;
 };
 

@@ -26,6 +26,12 @@ std::optional<uint64_t> BinlogVersion(const BinlogPosition& position) {
   return *n * kBinlogVersionFileFactor + position.pos;
 }
 
+std::string FormatBinlogVersion(uint64_t version) {
+  std::string file = std::to_string(version / kBinlogVersionFileFactor);
+  if (file.size() < 6) file.insert(0, 6 - file.size(), '0');
+  return file + ":" + std::to_string(version % kBinlogVersionFileFactor);
+}
+
 std::string Gtid::ToString() const {
   switch (flavor) {
     case Flavor::kNone:

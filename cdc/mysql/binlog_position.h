@@ -46,6 +46,10 @@ inline constexpr uint64_t kBinlogVersionFileFactor = 10'000'000'000ULL;
 // not below 10^10.
 std::optional<uint64_t> BinlogVersion(const BinlogPosition& position);
 
+// A version as log lines write it: the file number (six digits, as the
+// file names have it) and the offset, "000003:12345".
+std::string FormatBinlogVersion(uint64_t version);
+
 // The global transaction ID of a transaction. MariaDB: domain-server-seq
 // (sequence numbers grow within a domain, across failover too); MySQL:
 // source UUID and sequence number.

@@ -3,9 +3,11 @@
 #include <errmsg.h>
 #include <mysql.h>
 #include <mysqld_error.h>
+// After mysql.h, whose types it uses without including it.
 #include <mariadb_rpl.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstring>
@@ -158,6 +160,10 @@ struct BinlogReader::Impl {
   EventPtr scratch;  // reused by fetch; moved into a TableEntry to keep it
   std::atomic<bool> interrupted{false};
   std::chrono::steady_clock::time_point last_bytes;
+  std::atomic<uint64_t> bytes{0};
+  // The time of the last FORMAT_DESCRIPTION the server wrote (not one it
+  // made up for the start of a dump), 0 if none since Open.
+  uint32_t format_description_time = 0;
 
   // Where the stream is: the file being read and the end of the last event.
   std::string file;
@@ -399,6 +405,20 @@ struct BinlogReader::Impl {
     return BinlogStatus();
   }
 
+  // The key columns of a change's old and new rows, into txn.touched.
+  void Touch(const BinlogRowChange& change) {
+    for (const std::vector<BinlogValue>* image :
+         {&change.before, &change.after}) {
+      if (image->empty()) continue;
+      std::vector<std::string> key;
+      key.reserve(options.key_columns.size());
+      for (size_t c : options.key_columns) {
+        key.push_back(c < image->size() ? (*image)[c].text : std::string());
+      }
+      txn.touched.insert(std::move(key));
+    }
+  }
+
   BinlogStatus OnRows(MARIADB_RPL_EVENT* ev, uint64_t event_start) {
     auto& rows = ev->event.rows;
     auto it = tables.find(rows.table_id);
@@ -452,8 +472,6 @@ struct BinlogReader::Impl {
       rows.row_data = static_cast<unsigned char*>(rows.row_data) + bitmap;
       rows.row_data_size -= bitmap;
     }
-    if (txn.overflowed) return BinlogStatus();
-
     MARIADB_RPL_ROW* row = mariadb_rpl_extract_rows(rpl, table.event.get(), ev);
     if (row == nullptr) {
       return Fail(BinlogErrorKind::kCorrupt,
@@ -490,19 +508,48 @@ struct BinlogReader::Impl {
           break;
       }
       if (!s.ok()) return s;
+      if (txn.overflowed) {
+        Touch(change);
+        continue;
+      }
       size_t bytes =
           sizeof(change) + ValueBytes(change.before) + ValueBytes(change.after);
       if (txn.bytes + bytes > options.max_transaction_bytes) {
+        // Keep only what it touched: the watches of those resources (and
+        // clusters) relist, not every watch.
         txn.overflowed = true;
+        for (const BinlogRowChange& kept : txn.changes) Touch(kept);
+        Touch(change);
         txn.changes.clear();
         txn.changes.shrink_to_fit();
         txn.bytes = 0;
-        return BinlogStatus();
+        continue;
       }
       txn.bytes += bytes;
       txn.changes.push_back(std::move(change));
     }
     return BinlogStatus();
+  }
+
+  // Fetches the next event and handles it; `*done` when `out` holds an
+  // item. After a failure the stream is closed. `what` and `opening` name
+  // a failure as FetchError does.
+  BinlogStatus ReadEvent(BinlogItem* out, bool* done, const char* what,
+                         bool opening) {
+    // A kept TABLE_MAP took the scratch event: fetch into a new one.
+    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(rpl, scratch.release());
+    if (ev == nullptr) {  // fetch freed the event it was given
+      BinlogStatus s = FetchError(what, opening);
+      CloseStream();
+      return s;
+    }
+    scratch.reset(ev);
+    last_bytes = std::chrono::steady_clock::now();
+    bytes += ev->event_length;
+    *done = false;
+    BinlogStatus s = OnEvent(out, done);
+    if (!s.ok()) CloseStream();
+    return s;
   }
 
   // One event; `*done` when `out` holds an item.
@@ -653,6 +700,9 @@ struct BinlogReader::Impl {
                         " (fix: binlog_row_value_options='' and no binlog row "
                         "compression)");
       }
+      case FORMAT_DESCRIPTION_EVENT:
+        if (end != 0 && !artificial) format_description_time = ev->timestamp;
+        return BinlogStatus();
       case INCIDENT_EVENT:
         return Fail(BinlogErrorKind::kCorrupt, "INCIDENT event at " +
                                                    Here().ToString() +
@@ -694,6 +744,7 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   m.file = start.file;
   m.pos = start.pos;
   m.at_start = true;
+  m.format_description_time = 0;
   resume_ = start;
 
   MysqlConnParams params = m.params;
@@ -713,8 +764,9 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
     m.CloseStream();
     return m.Fail(BinlogErrorKind::kStopped, "the reader was stopped");
   }
-  const uint64_t heartbeat_ns =
-      static_cast<uint64_t>(m.options.heartbeat_period.count()) * 1000000000ULL;
+  const uint64_t heartbeat_ns = static_cast<uint64_t>(std::max<int64_t>(
+                                    m.options.heartbeat_period.count(), 1)) *
+                                1000000ULL;
   const std::string hb = std::to_string(heartbeat_ns);
   err = m.conn.Query(
       "SET @master_binlog_checksum = @@global.binlog_checksum, "
@@ -755,19 +807,10 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   }
   // The server answers with an artificial ROTATE naming the start, or with
   // the error (a purged file, a missing privilege).
-  MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, nullptr);
-  if (ev == nullptr) {
-    BinlogStatus s = m.FetchError("cannot read the binlog", true);
-    m.CloseStream();
-    return s;
-  }
-  m.scratch.reset(ev);
-  m.last_bytes = std::chrono::steady_clock::now();
   BinlogItem ignored;
   bool done = false;
-  BinlogStatus s = m.OnEvent(&ignored, &done);
-  if (!s.ok()) m.CloseStream();
-  return s;
+  return m.ReadEvent(&ignored, &done, "cannot read the binlog",
+                     /*opening=*/true);
 }
 
 BinlogStatus BinlogReader::Next(BinlogItem* out) {
@@ -776,28 +819,42 @@ BinlogStatus BinlogReader::Next(BinlogItem* out) {
     return m.Fail(BinlogErrorKind::kConnection,
                   "the binlog reader is not open");
   }
-  while (true) {
-    // A kept TABLE_MAP took the scratch event: fetch into a new one.
-    MARIADB_RPL_EVENT* ev = mariadb_rpl_fetch(m.rpl, m.scratch.release());
-    if (ev == nullptr) {  // fetch freed the event it was given
-      BinlogStatus s = m.FetchError("reading the binlog", m.at_start);
-      m.CloseStream();
-      return s;
-    }
-    m.scratch.reset(ev);
-    m.last_bytes = std::chrono::steady_clock::now();
+  for (;;) {
     bool done = false;
-    BinlogStatus s = m.OnEvent(out, &done);
-    if (!s.ok()) {
-      m.CloseStream();
-      return s;
-    }
+    BinlogStatus s = m.ReadEvent(out, &done, "reading the binlog", m.at_start);
+    if (!s.ok()) return s;
     if (done) {
       resume_ = out->position;
       return s;
     }
   }
 }
+
+BinlogStatus BinlogReader::ReadFileStartTime(uint32_t* unix_time) {
+  Impl& m = *impl_;
+  if (m.rpl == nullptr) {
+    return m.Fail(BinlogErrorKind::kConnection,
+                  "the binlog reader is not open");
+  }
+  while (m.format_description_time == 0) {
+    BinlogItem item;
+    bool done = false;
+    BinlogStatus s =
+        m.ReadEvent(&item, &done, "reading the binlog", m.at_start);
+    if (!s.ok()) return s;
+    if (done && m.format_description_time == 0) {
+      // Past the file's first events without one: not opened at a start.
+      m.CloseStream();
+      return m.Fail(BinlogErrorKind::kCorrupt,
+                    "no FORMAT_DESCRIPTION event at the start of " + m.file);
+    }
+    if (done) resume_ = item.position;
+  }
+  *unix_time = m.format_description_time;
+  return BinlogStatus();
+}
+
+uint64_t BinlogReader::bytes_read() const { return impl_->bytes.load(); }
 
 BinlogStatus ReadBinlogEnd(MysqlConnection* conn, BinlogPosition* out) {
   MysqlRows rows;

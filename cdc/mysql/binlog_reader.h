@@ -64,6 +64,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,16 +88,21 @@ struct BinlogReaderOptions {
   // shows in SHOW SLAVE HOSTS (and the server_id check can see clashes).
   std::string replica_host;
 
-  // The server sends a heartbeat after this long without events.
-  std::chrono::seconds heartbeat_period{5};
+  // The server sends a heartbeat after this long without events (at least
+  // 1 ms).
+  std::chrono::milliseconds heartbeat_period{5000};
   // No bytes at all for this long (heartbeats included) fail Next() with
   // kSilent: a partition or a hung server. Whole seconds, above the period.
   std::chrono::seconds silence_timeout{15};
 
   bool verify_checksums = true;
   // A transaction's kept changes beyond this many bytes are dropped and the
-  // transaction marked overflowed (watchers of the table must relist).
+  // transaction marked overflowed: the watchers of what it touched must
+  // relist. Of such a transaction the reader keeps, for every change, the
+  // values of these `columns` (indexes) in its old and new rows: the key of
+  // what it touched (walwatch: group, version, resource and cluster).
   size_t max_transaction_bytes = size_t{256} << 20;
+  std::vector<size_t> key_columns;
 };
 
 enum class BinlogErrorKind : uint8_t {
@@ -155,8 +161,11 @@ struct BinlogTransaction {
   // Statements in it that name the table (not as row events): TRUNCATE,
   // DDL, or DML logged as a statement. Their effect on rows is unknown.
   std::vector<BinlogStatement> table_statements;
-  // Its changes passed max_transaction_bytes and were dropped.
+  // Its changes passed max_transaction_bytes and were dropped; `touched`
+  // holds the key (BinlogReaderOptions::key_columns, a NULL as "") of each
+  // dropped change's old and new row.
   bool overflowed = false;
+  std::set<std::vector<std::string>> touched;
   size_t bytes = 0;  // bytes the kept changes hold
 };
 
@@ -196,6 +205,17 @@ class BinlogReader {
   // Where Open() goes on losing nothing: the end of the last whole
   // transaction, heartbeat or rotation read.
   const BinlogPosition& resume_position() const { return resume_; }
+
+  // Right after Open() at the start of a file (position 4): reads the file's
+  // FORMAT_DESCRIPTION event, which the server wrote when it began the file,
+  // and sets *unix_time to its time (seconds since the epoch). The reader
+  // stays open after it. For choosing where a replay window starts.
+  BinlogStatus ReadFileStartTime(uint32_t* unix_time);
+
+  // Bytes of binlog events received since the reader was made, all
+  // connections together. Any thread: it tells a reader that is busy with a
+  // long transaction of other tables from a silent one.
+  uint64_t bytes_read() const;
 
  private:
   struct Impl;

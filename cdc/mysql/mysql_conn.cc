@@ -3,6 +3,8 @@
 #include <mysql.h>
 #include <sys/socket.h>
 
+#include <mutex>  // std::call_once
+
 namespace walwatch::mysql {
 
 namespace {
@@ -148,6 +150,61 @@ std::string MysqlConnection::Query(std::string_view sql, MysqlRows* out) {
   }
   mysql_free_result(res);
   return "";
+}
+
+std::string MysqlConnection::QueryEach(
+    std::string_view sql, size_t batch,
+    const std::function<bool(const MysqlRows&)>& on_rows) {
+  if (conn_ == nullptr) return "not connected to " + target_;
+  last_errno_ = 0;
+  if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) {
+    return Error("query failed on " + target_);
+  }
+  MYSQL_RES* res = mysql_use_result(conn_);
+  if (res == nullptr) {
+    if (mysql_field_count(conn_) != 0) {
+      return Error("reading a result from " + target_);
+    }
+    return "";
+  }
+  MysqlRows rows;
+  const unsigned int n = mysql_num_fields(res);
+  MYSQL_FIELD* fields = mysql_fetch_fields(res);
+  for (unsigned int i = 0; i < n; ++i)
+    rows.columns.emplace_back(fields[i].name);
+  bool stopped = false;
+  for (;;) {
+    MYSQL_ROW row = mysql_fetch_row(res);
+    if (row != nullptr) {
+      unsigned long* lengths = mysql_fetch_lengths(res);
+      std::vector<std::optional<std::string>> values(n);
+      for (unsigned int i = 0; i < n; ++i) {
+        if (row[i] != nullptr) values[i].emplace(row[i], lengths[i]);
+      }
+      rows.rows.push_back(std::move(values));
+      if (rows.rows.size() < batch) continue;
+    }
+    if (!rows.rows.empty() && !on_rows(rows)) {
+      stopped = true;
+      break;
+    }
+    rows.rows.clear();
+    if (row == nullptr) break;
+  }
+  std::string err;
+  if (!stopped && mysql_errno(conn_) != 0) {
+    err = Error("reading a result from " + target_);
+  }
+  if (stopped) {
+    // mysql_free_result reads the rest of the result first: cut the socket
+    // so that it finds none, and close.
+    Interrupt();
+    mysql_free_result(res);
+    Close();
+    return "";
+  }
+  mysql_free_result(res);
+  return err;
 }
 
 std::string MysqlConnection::QueryValue(std::string_view sql,

@@ -9,6 +9,7 @@
 #define WALWATCH_CDC_MYSQL_MYSQL_CONN_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,6 +70,13 @@ class MysqlConnection {
 
   // Runs one statement; with `out`, keeps its rows. Returns "" or one line.
   std::string Query(std::string_view sql, MysqlRows* out = nullptr);
+  // Runs one statement and hands its rows to `on_rows` in batches of at
+  // most `batch`, as the server sends them (mysql_use_result: the result is
+  // never held whole). `on_rows` returns false to stop early; the
+  // connection is then closed (the rest of the result would have to be
+  // read). Returns "" or one line.
+  std::string QueryEach(std::string_view sql, size_t batch,
+                        const std::function<bool(const MysqlRows&)>& on_rows);
   // The single value of a one-row, one-column query ("" with *value unset
   // on NULL).
   std::string QueryValue(std::string_view sql,

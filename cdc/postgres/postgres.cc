@@ -24,7 +24,7 @@ Postgres::Postgres(PostgresOptions options, ResourceCatalog* catalog)
 
 Postgres::~Postgres() = default;
 
-std::unique_ptr<StateService> Postgres::Start(
+std::unique_ptr<StateWorkerPool> Postgres::Start(
     EventSink* log, std::function<void()> request_position) {
   StateServiceOptions state;
   state.conninfo = options_.source.conninfo;

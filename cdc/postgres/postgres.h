@@ -1,18 +1,16 @@
 // walwatch on PostgreSQL, built in one place: main takes its change source,
-// its state service and its slot monitor from here, and `walwatch slots`
-// its subcommand (RunSlotsCli, slots_cli.h). A second database (issue 21:
-// the MySQL/MariaDB binlog) gets an entry point of its own beside this one;
-// nothing under watchserver/ but main names either.
+// its state service and its slot monitor from here (a Database,
+// cdc/database.h), and `walwatch slots` its subcommand (RunSlotsCli,
+// slots_cli.h). The MySQL/MariaDB binlog has an entry point of its own
+// beside this one (cdc/mysql/mariadb.h); nothing under watchserver/ but main
+// names either.
 //
 // What it wires: the PostgresSource and the StateService share one
 // PgHandoff (the source tells it where the stream starts and when its
 // history resets; the state service classifies with it), and the source's
 // history fence learns the server's highest WAL from the slot monitor.
 //
-// Ownership and threads: main owns the Postgres, declared before the
-// ReplicationStream that borrows its source, and destroys the state
-// service Start returns before the sink it was given. Start and Stop are
-// called by main's thread.
+// Ownership and threads: as cdc/database.h says.
 #ifndef WALWATCH_CDC_POSTGRES_POSTGRES_H_
 #define WALWATCH_CDC_POSTGRES_POSTGRES_H_
 
@@ -21,6 +19,7 @@
 #include <functional>
 #include <memory>
 
+#include "cdc/database.h"
 #include "cdc/postgres/pg_handoff.h"
 #include "cdc/postgres/postgres_source.h"
 #include "cdc/postgres/slot_monitor.h"
@@ -43,27 +42,21 @@ struct PostgresOptions {
   uint64_t retained_warn_bytes = uint64_t{1} << 30;
 };
 
-class Postgres {
+class Postgres final : public Database {
  public:
   // `catalog` is filled at the source's Prepare; it must outlive this.
   Postgres(PostgresOptions options, ResourceCatalog* catalog);
-  ~Postgres();
+  ~Postgres() override;
   Postgres(const Postgres&) = delete;
   Postgres& operator=(const Postgres&) = delete;
 
-  // For the ReplicationStream.
-  ChangeSource* source() { return &source_; }
-
-  // Once the source is prepared and the sink made: starts the slot monitor
-  // and returns the state service over `log`, which asks
-  // `request_position` (ReplicationStream::RequestPosition) for fresh
-  // positions. Call before the stream runs.
-  std::unique_ptr<StateService> Start(EventSink* log,
-                                      std::function<void()> request_position);
-  // Stops the slot monitor.
-  void Stop() { monitor_.Stop(); }
-
-  const SlotMonitor& monitor() const { return monitor_; }
+  // Database (cdc/database.h). Start starts the slot monitor and returns
+  // the StateService; Stop stops the slot monitor.
+  ChangeSource* source() override { return &source_; }
+  std::unique_ptr<StateWorkerPool> Start(
+      EventSink* log, std::function<void()> request_position) override;
+  void Stop() override { monitor_.Stop(); }
+  const ServerMonitor& monitor() const override { return monitor_; }
 
  private:
   const PostgresOptions options_;

@@ -69,6 +69,35 @@ bool SynchronousStandbyNamesMatch(std::string_view setting,
   return false;
 }
 
+uint64_t SlotMonitor::LagBytes(uint64_t decoded) const {
+  const uint64_t server = server_wal_lsn();
+  return server > decoded ? server - decoded : 0;
+}
+
+std::vector<ServerMonitor::Gauge> SlotMonitor::Gauges() const {
+  std::vector<Gauge> gauges;
+  gauges.push_back({"walwatch_slot_retained_wal_bytes",
+                    "WAL the replication slot keeps on the server (current "
+                    "WAL position minus restart_lsn).",
+                    "", "",
+                    [this] { return static_cast<double>(retained_bytes()); }});
+  gauges.push_back({"walwatch_walsender_synchronous",
+                    "1 while the slot's walsender is a synchronous standby "
+                    "(synchronous_standby_names matches walwatch): commits "
+                    "then wait for walwatch's confirmed flush.",
+                    "", "", [this] { return synchronous() ? 1.0 : 0.0; }});
+  for (const char* status :
+       {"reserved", "extended", "unreserved", "lost", "missing", "unknown"}) {
+    gauges.push_back({"walwatch_slot_wal_status",
+                      "1 for the slot's current wal_status (missing: no "
+                      "such slot; unknown: the last poll failed).",
+                      "status", status, [this, status] {
+                        return wal_status() == status ? 1.0 : 0.0;
+                      }});
+  }
+  return gauges;
+}
+
 SlotMonitor::SlotMonitor(SlotMonitorOptions options)
     : options_(std::move(options)),
       stop_signal_(std::make_unique<StopSignal>()) {}

@@ -13,12 +13,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <memory>
 #include <thread>
+#include <vector>
 
 #include "cdc/base/mutex.h"
+#include "cdc/database.h"
 
 namespace walwatch {
 
@@ -40,10 +42,10 @@ struct SlotMonitorOptions {
   uint64_t retained_warn_bytes = uint64_t{1} << 30;
 };
 
-class SlotMonitor {
+class SlotMonitor final : public ServerMonitor {
  public:
   explicit SlotMonitor(SlotMonitorOptions options);
-  ~SlotMonitor();  // stops
+  ~SlotMonitor() override;  // stops
 
   void Start();
   void Stop();
@@ -64,6 +66,14 @@ class SlotMonitor {
   // first poll.
   std::string wal_status() const;
   uint64_t poll_errors() const { return poll_errors_.load(); }
+
+  // ServerMonitor: the lag is the WAL between `decoded` and the server's
+  // position; the gauges are walwatch_slot_retained_wal_bytes,
+  // walwatch_walsender_synchronous and walwatch_slot_wal_status{status}.
+  const char* log_name() const override { return "WAL"; }
+  bool server_position_known() const override { return server_wal_lsn() != 0; }
+  uint64_t LagBytes(uint64_t decoded) const override;
+  std::vector<Gauge> Gauges() const override;
 
  private:
   void Loop();

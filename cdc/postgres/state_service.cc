@@ -26,25 +26,29 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
   return insert_lsn;
 }
 
+namespace {
+
 // One worker's connection and tools. Used by its own thread only.
-class StateService::Worker {
+class PgStateWorker final : public StateWorker {
  public:
-  Worker(const StateServiceOptions& o, EventSink* log,
-         const PgHandoff* handoff,
-         const std::function<void()>& request_keepalive,
-         const StopSignal* stop)
-      : options_(o),
+  PgStateWorker(std::shared_ptr<const StateServiceOptions> o, EventSink* log,
+                const PgHandoff* handoff,
+                std::function<void()> request_keepalive, const StopSignal* stop)
+      : options_(std::move(o)),
         log_(log),
         handoff_(handoff),
-        request_keepalive_(request_keepalive),
+        request_keepalive_(std::move(request_keepalive)),
         stop_(stop) {}
 
-  void ReadState(const StateQuery& q, InitialStateStream* stream);
-  void HandoffRv(const std::string& snapshot_text, uint64_t insert_lsn,
-                 const RvCallback& done, const Wanted& wanted);
-  void FreshRv(const RvCallback& done, const Wanted& wanted);
+  void ReadState(const StateQuery& q, InitialStateStream* stream) override;
+  void HandoffRv(const HandoffPosition& at, const StateSource::RvCallback& done,
+                 const StateSource::Wanted& wanted) override;
+  void FreshRv(const StateSource::RvCallback& done,
+               const StateSource::Wanted& wanted) override;
 
  private:
+  using RvCallback = StateSource::RvCallback;
+  using Wanted = StateSource::Wanted;
   bool Connect(std::string* error);
   PgResult Query(const std::string& sql, const std::vector<std::string>& params,
                  std::string* error);
@@ -63,10 +67,10 @@ class StateService::Worker {
   }
   std::string StateSql(const StateQuery& q, std::vector<std::string>* params);
 
-  const StateServiceOptions& options_;
+  const std::shared_ptr<const StateServiceOptions> options_;
   EventSink* const log_;
   const PgHandoff* const handoff_;
-  const std::function<void()>& request_keepalive_;
+  const std::function<void()> request_keepalive_;
   const StopSignal* const stop_;
   PgConn conn_;
   uint64_t wal_block_size_ = 8192;
@@ -74,9 +78,10 @@ class StateService::Worker {
   EventBuilder builder_;
 };
 
-bool StateService::Worker::Connect(std::string* error) {
+bool PgStateWorker::Connect(std::string* error) {
   if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) return true;
-  conn_ = ConnectPg(options_.conninfo, false, options_.connect_timeout_seconds);
+  conn_ =
+      ConnectPg(options_->conninfo, false, options_->connect_timeout_seconds);
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     *error = "cannot connect to PostgreSQL: " +
              ExplainPgError(PgError(conn_.get()));
@@ -96,9 +101,9 @@ bool StateService::Worker::Connect(std::string* error) {
   return true;
 }
 
-PgResult StateService::Worker::Query(const std::string& sql,
-                                     const std::vector<std::string>& params,
-                                     std::string* error) {
+PgResult PgStateWorker::Query(const std::string& sql,
+                              const std::vector<std::string>& params,
+                              std::string* error) {
   PgResult r = PgQuery(conn_.get(), sql, params, error, stop_);
   // A broken connection, or one whose answer is still on the way (stopped).
   if (!r && (PQstatus(conn_.get()) != CONNECTION_OK ||
@@ -108,7 +113,7 @@ PgResult StateService::Worker::Query(const std::string& sql,
   return r;
 }
 
-bool StateService::Worker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
+bool PgStateWorker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
   PgResult r = Query("SELECT pg_current_wal_insert_lsn()::text", {}, error);
   if (!r) return false;
   auto v = ParseLsn(PQgetvalue(r.get(), 0, 0));
@@ -120,59 +125,28 @@ bool StateService::Worker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
   return true;
 }
 
-bool StateService::Worker::WaitPassed(uint64_t insert_lsn,
-                                      const Wanted& wanted) {
+bool PgStateWorker::WaitPassed(uint64_t insert_lsn, const Wanted& wanted) {
   uint64_t target =
       RecordBoundaryBefore(insert_lsn, wal_block_size_, wal_segment_size_);
   if (target == 0) return true;
-  struct Signal {
-    Mutex mu;
-    CondVar cv;
-    bool done GUARDED_BY(mu) = false;
-  };
-  auto signal = std::make_shared<Signal>();
-  uint64_t id = log_->WaitForRv(target - 1, [signal] {
-    MutexLock lock(&signal->mu);
-    signal->done = true;
-    signal->cv.SignalAll();
-  });
-  auto start = std::chrono::steady_clock::now();
-  auto deadline = start + options_.catch_up_timeout;
-  auto next_nudge = start + std::chrono::milliseconds(200);
-  MutexLock lock(&signal->mu);
-  while (!signal->done) {
-    if (stop_->raised() || !wanted()) {
-      lock.Unlock();
-      log_->CancelWaitForRv(id);
-      return false;
-    }
-    if (std::chrono::steady_clock::now() >= next_nudge) {
-      lock.Unlock();
-      NudgeFlush();
-      lock.Lock();
-      next_nudge = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-      if (signal->done) break;
-    }
-    // The walsender reports its position in keepalives; ask for one rather
-    // than wait for the next (up to wal_sender_timeout/2 away).
-    request_keepalive_();
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      lock.Unlock();
-      log_->CancelWaitForRv(id);
-      return false;
-    }
-    signal->cv.WaitFor(&lock, std::min<std::chrono::steady_clock::duration>(
-                                  std::chrono::milliseconds(100),
-                                  deadline - now));
-  }
-  return true;
+  auto next_nudge = Clock::now() + std::chrono::milliseconds(200);
+  return WaitForCurrentRv(
+      log_, target - 1, options_->catch_up_timeout, *stop_, wanted, [&] {
+        if (Clock::now() >= next_nudge) {
+          NudgeFlush();
+          next_nudge = Clock::now() + std::chrono::seconds(1);
+        }
+        // The walsender reports its position in
+        // keepalives; ask for one rather than wait for
+        // the next (up to wal_sender_timeout/2 away).
+        request_keepalive_();
+      });
 }
 
-void StateService::Worker::NudgeFlush() {
+void PgStateWorker::NudgeFlush() {
   if (!nudge_conn_ || PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
     nudge_conn_ =
-        ConnectPg(options_.conninfo, false, options_.connect_timeout_seconds);
+        ConnectPg(options_->conninfo, false, options_->connect_timeout_seconds);
     if (PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
       nudge_conn_.reset();
       return;
@@ -199,35 +173,20 @@ void StateService::Worker::NudgeFlush() {
   }
 }
 
-std::string StateService::Worker::StateSql(const StateQuery& q,
-                                           std::vector<std::string>* params) {
-  const TableMapping& m = options_.mapping;
-  std::string sql = "SELECT ";
-  for (size_t i = 0; i < kMappedFieldCount; ++i) {
-    if (i) sql += ", ";
-    sql += QuoteIdent(m.columns[i]);
-    if (static_cast<MappedField>(i) == MappedField::kObject) sql += "::text";
-  }
-  sql += " FROM " + QuoteIdent(m.schema) + "." + QuoteIdent(m.table) +
-         " WHERE " + QuoteIdent(m.column(MappedField::kGroup)) + " = $1 AND " +
-         QuoteIdent(m.column(MappedField::kVersion)) + " = $2 AND " +
-         QuoteIdent(m.column(MappedField::kResource)) + " = $3";
-  *params = {q.group, q.version, q.resource};
-  if (!q.cluster.empty()) {
-    params->push_back(q.cluster);
-    sql += " AND " + QuoteIdent(m.column(MappedField::kCluster)) + " = $" +
-           std::to_string(params->size());
-  }
-  if (!q.ns.empty()) {
-    params->push_back(q.ns);
-    sql += " AND " + QuoteIdent(m.column(MappedField::kNamespace)) + " = $" +
-           std::to_string(params->size());
-  }
-  return sql;
+std::string PgStateWorker::StateSql(const StateQuery& q,
+                                    std::vector<std::string>* params) {
+  const TableMapping& m = options_->mapping;
+  params->clear();
+  return StateSelectSql(
+      m, QuoteIdent(m.schema) + "." + QuoteIdent(m.table), q, "::text",
+      [](const std::string& name) { return QuoteIdent(name); },
+      [params](const std::string& v) {
+        params->push_back(v);
+        return "$" + std::to_string(params->size());
+      });
 }
 
-void StateService::Worker::ReadState(const StateQuery& q,
-                                     InitialStateStream* stream) {
+void PgStateWorker::ReadState(const StateQuery& q, InitialStateStream* stream) {
   std::string err;
   for (int attempt = 1;; ++attempt) {
     if (stream->cancelled()) return;
@@ -243,8 +202,9 @@ void StateService::Worker::ReadState(const StateQuery& q,
     // that rewrites the table is not MVCC-safe, and committed between the
     // snapshot and the DECLARE below it would leave this snapshot an empty
     // table, with nothing in the stream to say so.
-    if (!Query("LOCK TABLE " + QuoteIdent(options_.mapping.schema) + "." +
-                   QuoteIdent(options_.mapping.table) + " IN ACCESS SHARE MODE",
+    if (!Query("LOCK TABLE " + QuoteIdent(options_->mapping.schema) + "." +
+                   QuoteIdent(options_->mapping.table) +
+                   " IN ACCESS SHARE MODE",
                {}, &err)) {
       Rollback();
       stream->Fail({500, "InternalError", "cannot lock the table: " + err});
@@ -274,7 +234,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
     HandoffResult h = handoff_->Classify(*log_, snapshot, *insert_lsn);
     if (h.status == HandoffStatus::kRetry) {
       Rollback();
-      if (attempt < options_.max_retries) continue;
+      if (attempt < options_->max_retries) continue;
       stream->Fail({504, "Timeout",
                     "commit order and snapshot visibility kept disagreeing; "
                     "retry"});
@@ -287,7 +247,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
       // (for microseconds, or while its commit waits for a synchronous
       // standby). A new snapshot will see it.
       Rollback();
-      if (attempt < options_.max_retries) continue;
+      if (attempt < options_->max_retries) continue;
       stream->Fail({504, "Timeout",
                     "no snapshot sees every transaction up to resourceVersion " +
                         std::to_string(q.not_older_than) + " yet; retry"});
@@ -313,7 +273,7 @@ void StateService::Worker::ReadState(const StateQuery& q,
       return;
     }
     std::string fetch = "FETCH FORWARD " +
-                        std::to_string(options_.rows_per_fetch) +
+                        std::to_string(options_->rows_per_fetch) +
                         " FROM walwatch_state";
     for (;;) {
       PgResult rows = Query(fetch, {}, &err);
@@ -338,32 +298,12 @@ void StateService::Worker::ReadState(const StateQuery& q,
             v.state = ColumnValue::State::kNull;
             continue;
           }
-          v.state = ColumnValue::State::kValue;
-          const char* text = PQgetvalue(rows.get(), i, static_cast<int>(f));
-          size_t len = PQgetlength(rows.get(), i, static_cast<int>(f));
-          v.text.reserve(len + 64);  // simdjson's padding
-          v.text.assign(text, len);
+          SetStateColumn(&v, PQgetvalue(rows.get(), i, static_cast<int>(f)),
+                         PQgetlength(rows.get(), i, static_cast<int>(f)));
         }
       }
-      EventBuilder::Result built;
-      builder_.BuildAt(txn, h.rv, &built);
-      if (!built.errors.empty()) {
-        // A state without that row would silently diverge the watcher from
-        // the table: fail it, as the stream turns such a transaction into a
-        // barrier. The client sees a 500 Status and retries its list.
-        for (const std::string& e : built.errors) {
-          LogError("a row of the state could not become an event",
-                   {{"error", e}});
-        }
-        Rollback();
-        stream->Fail({500, "InternalError",
-                      "a row of the table could not become a watch event (" +
-                          built.errors.front().substr(0, 200) +
-                          "); the initial state would miss it"});
-        return;
-      }
-      if (!built.events.empty() && !stream->Push(std::move(built.events))) {
-        Rollback();  // the watcher went away
+      if (!PushStateRows(&builder_, txn, h.rv, stream)) {
+        Rollback();  // the watcher went away, or a row failed the state
         return;
       }
     }
@@ -373,10 +313,18 @@ void StateService::Worker::ReadState(const StateQuery& q,
   }
 }
 
-void StateService::Worker::HandoffRv(const std::string& snapshot_text,
-                                     uint64_t insert_lsn,
-                                     const RvCallback& done,
-                                     const Wanted& wanted) {
+void PgStateWorker::HandoffRv(const HandoffPosition& at, const RvCallback& done,
+                              const Wanted& wanted) {
+  if (at.binlog()) {
+    StateError e{
+        400, "BadRequest",
+        "this walwatch reads PostgreSQL: give snapshot "
+        "(pg_current_snapshot()) and insertLSN, not a binlog position"};
+    done(0, &e);
+    return;
+  }
+  const std::string& snapshot_text = at.snapshot;
+  uint64_t insert_lsn = at.insert_lsn;
   HandoffSnapshot snapshot;
   if (!ParseHandoffSnapshot(snapshot_text, &snapshot)) {
     StateError e{400, "BadRequest",
@@ -440,8 +388,7 @@ void StateService::Worker::HandoffRv(const std::string& snapshot_text,
   }
 }
 
-void StateService::Worker::FreshRv(const RvCallback& done,
-                                   const Wanted& wanted) {
+void PgStateWorker::FreshRv(const RvCallback& done, const Wanted& wanted) {
   std::string err;
   uint64_t lsn = 0;
   if (!Connect(&err) || !ReadInsertLsn(&lsn, &err)) {
@@ -460,136 +407,18 @@ void StateService::Worker::FreshRv(const RvCallback& done,
   done(log_->current_rv(), nullptr);
 }
 
+}  // namespace
+
 StateService::StateService(StateServiceOptions options, EventSink* log,
                            const PgHandoff* handoff,
                            std::function<void()> request_keepalive)
-    : options_(std::move(options)),
-      share_(std::max(1, options_.workers / 2)),
-      log_(log),
-      handoff_(handoff),
-      request_keepalive_(std::move(request_keepalive)),
-      stop_signal_(std::make_unique<StopSignal>()) {
-  for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/false); });
-  }
-  threads_.emplace_back([this] { WorkerLoop(/*rv_only=*/true); });
-}
-
-StateService::~StateService() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  stop_signal_->Raise();
-  cv_.SignalAll();
-  for (auto& t : threads_) t.join();
-}
-
-void StateService::PostRv(Job job) {
-  {
-    MutexLock lock(&mu_);
-    rv_jobs_.push_back(std::move(job));
-  }
-  // Every waiter: the one woken must be able to take this lane's job.
-  cv_.SignalAll();
-}
-
-size_t StateService::queued_states() {
-  MutexLock lock(&mu_);
-  size_t n = 0;
-  for (const auto& entry : clients_) {
-    for (const PendingState& p : entry.second.queue) {
-      n += !p.stream->cancelled();
-    }
-  }
-  return n;
-}
-
-StateService::Clients::iterator StateService::NextStateClientLocked() {
-  auto it = clients_.upper_bound(last_client_);
-  for (size_t n = clients_.size(); n > 0; --n) {
-    if (it == clients_.end()) it = clients_.begin();
-    std::deque<PendingState>& queue = it->second.queue;
-    while (!queue.empty() && queue.front().stream->cancelled()) {
-      queue.pop_front();
-    }
-    if (queue.empty() && it->second.running == 0) {
-      it = clients_.erase(it);  // nothing left of this client
-      continue;
-    }
-    if (!queue.empty() && it->second.running < share_) return it;
-    ++it;
-  }
-  return clients_.end();
-}
-
-void StateService::WorkerLoop(bool rv_only) {
-  Worker worker(options_, log_, handoff_, request_keepalive_,
-                stop_signal_.get());
-  for (;;) {
-    Job job;
-    std::optional<PendingState> state;
-    {
-      MutexLock lock(&mu_);
-      Clients::iterator next = clients_.end();
-      cv_.Wait(&lock, [&]() REQUIRES(mu_) {
-        if (stopping_ || !rv_jobs_.empty()) return true;
-        if (rv_only) return false;
-        next = NextStateClientLocked();
-        return next != clients_.end();
-      });
-      if (stopping_) return;
-      if (!rv_jobs_.empty()) {
-        job = std::move(rv_jobs_.front());
-        rv_jobs_.pop_front();
-      } else {
-        state = std::move(next->second.queue.front());
-        next->second.queue.pop_front();
-        ++next->second.running;
-        last_client_ = next->first;
-      }
-    }
-    if (!state) {
-      job(worker);
-      continue;
-    }
-    worker.ReadState(state->query, state->stream.get());
-    {
-      MutexLock lock(&mu_);
-      auto it = clients_.find(state->query.client);
-      if (--it->second.running == 0 && it->second.queue.empty()) {
-        clients_.erase(it);
-      }
-    }
-    // The client's share has room again: a worker waiting may take its
-    // next state.
-    cv_.SignalAll();
-  }
-}
-
-void StateService::ReadState(const StateQuery& query,
-                             std::shared_ptr<InitialStateStream> stream) {
-  {
-    MutexLock lock(&mu_);
-    clients_[query.client].queue.push_back({query, std::move(stream)});
-  }
-  cv_.SignalAll();
-}
-
-// A request whose session gave up while it was queued (walwatch lagging,
-// clients timing out and asking again) is skipped, so that it does not hold
-// a worker that a live one needs.
-void StateService::HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                             RvCallback done, Wanted wanted) {
-  PostRv([snapshot, insert_lsn, done, wanted](Worker& w) {
-    if (wanted()) w.HandoffRv(snapshot, insert_lsn, done, wanted);
-  });
-}
-
-void StateService::FreshRv(RvCallback done, Wanted wanted) {
-  PostRv([done, wanted](Worker& w) {
-    if (wanted()) w.FreshRv(done, wanted);
-  });
-}
+    : StateWorkerPool(
+          options.workers,
+          [o = std::make_shared<const StateServiceOptions>(options), log,
+           handoff, request_keepalive = std::move(request_keepalive)](
+              const StopSignal* stop) -> std::unique_ptr<StateWorker> {
+            return std::make_unique<PgStateWorker>(o, log, handoff,
+                                                   request_keepalive, stop);
+          }) {}
 
 }  // namespace walwatch

@@ -19,7 +19,7 @@
 // carry no control characters and their Status bodies are valid one-line
 // JSON; a route's fields are what the path and query say; a watch filter
 // with no selectors selects an event of the watch's own resource and scope;
-// a handoff's snapshot parses.
+// a handoff's snapshot parses (or it is in the binlog form).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -204,6 +204,16 @@ void HandleRequest(const ReadOutcome& r) {
     case walwatch::RouteKind::kFreshRv:
       return;
     case walwatch::RouteKind::kHandoff: {
+      if (parsed.handoff.binlog()) {
+        // The binlog form: a numbered file and a byte offset, nothing of
+        // PostgreSQL's.
+        const std::string& file = parsed.handoff.binlog_file;
+        FUZZ_CHECK(file.find('.') != std::string::npos &&
+                       parsed.handoff.binlog_position < 10'000'000'000ULL &&
+                       parsed.handoff.snapshot.empty(),
+                   Escaped(file));
+        return;
+      }
       walwatch::HandoffSnapshot snapshot;
       FUZZ_CHECK(
           walwatch::ParseHandoffSnapshot(parsed.handoff.snapshot, &snapshot),

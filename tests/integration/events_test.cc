@@ -22,18 +22,6 @@ TEST(IntegrationSupport, LsnTextToDecimalResourceVersion) {
   EXPECT_THROW(ParseLsn("01558570"), PgError);
 }
 
-// The line starts exactly like the apiserver's: {"type":"T","object":{
-::testing::AssertionResult WireStartsWith(const WatchEvent& e,
-                                          const std::string& type) {
-  std::string prefix = "{\"type\":\"" + type + "\",\"object\":{";
-  if (e.raw.rfind(prefix, 0) == 0 && e.raw.back() == '}') {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure()
-         << "event line does not start with " << prefix
-         << " (or end with '}'): " << e.raw.substr(0, 200);
-}
-
 std::string RandomHex(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   static const char kHex[] = "0123456789abcdef";

@@ -52,7 +52,7 @@ BinlogReaderOptions Options(const std::string& database, uint32_t server_id) {
   o.table = "resources";
   o.columns = MappedColumns();
   o.server_id = server_id;
-  o.heartbeat_period = std::chrono::seconds(1);
+  o.heartbeat_period = std::chrono::milliseconds(1000);
   o.silence_timeout = std::chrono::seconds(5);
   return o;
 }
@@ -220,6 +220,33 @@ TEST_F(BinlogReaderTest, RotationMovesToTheNextFileAndVersionsKeepIncreasing) {
   EXPECT_GT(*mysql::BinlogFileNumber(after.commit.file),
             *mysql::BinlogFileNumber(before.commit.file));
   EXPECT_GT(*BinlogVersion(after.commit), *BinlogVersion(before.commit));
+}
+
+// Where a replay window starts is chosen by the time each file began: its
+// FORMAT_DESCRIPTION event's.
+TEST_F(BinlogReaderTest, AFilesStartTimeIsItsFormatDescriptions) {
+  const int64_t before = static_cast<int64_t>(time(nullptr));
+  Exec("FLUSH BINARY LOGS");
+  BinlogPosition end;
+  ASSERT_TRUE(ReadBinlogEnd(&root_, &end).ok());
+  BinlogReader probe(server_->Tcp(server_->pw_user, server_->pw_password),
+                     Options(db_, TestServerId() ^ 1u));
+  ASSERT_TRUE(probe.Open({end.file, 4}).ok());
+  uint32_t started = 0;
+  BinlogStatus s = probe.ReadFileStartTime(&started);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_GE(static_cast<int64_t>(started), before - 1);
+  EXPECT_LE(static_cast<int64_t>(started), static_cast<int64_t>(time(nullptr)));
+  EXPECT_GT(probe.bytes_read(), 0u);
+  // Anywhere but a file's start there is none to read.
+  BinlogReader inside(server_->Tcp(server_->pw_user, server_->pw_password),
+                      Options(db_, TestServerId() ^ 2u));
+  Exec(InsertPodSql(db_, "p", "u", "{}"));
+  BinlogPosition later;
+  ASSERT_TRUE(ReadBinlogEnd(&root_, &later).ok());
+  ASSERT_TRUE(inside.Open(later).ok());
+  Exec(InsertPodSql(db_, "q", "v", "{}"));
+  EXPECT_EQ(inside.ReadFileStartTime(&started).kind, BinlogErrorKind::kCorrupt);
 }
 
 TEST_F(BinlogReaderTest, ReconnectFromASavedPositionLosesAndRepeatsNothing) {

@@ -17,20 +17,24 @@ TEST(ConfigHelp, MentionsEveryFlagWithDefaultAndEnv) {
     const char* env;
     const char* default_text;
   } kFlags[] = {
+      {"--source", "WALWATCH_SOURCE", "postgres"},
       {"--conninfo", "WALWATCH_CONNINFO", "empty"},
       {"--slot", "WALWATCH_SLOT", "walwatch"},
       {"--mapping", "WALWATCH_MAPPING",
        "built-in Clusterpedia resources mapping"},
       {"--status-interval", "WALWATCH_STATUS_INTERVAL", "1s"},
       {"--connect-timeout", "WALWATCH_CONNECT_TIMEOUT", "10s"},
+      {"--mysql-conninfo", "WALWATCH_MYSQL_CONNINFO", "empty"},
+      {"--server-id", "WALWATCH_SERVER_ID", "unset"},
+      {"--server-id-from", "WALWATCH_SERVER_ID_FROM", "unset"},
       {"--socket", "WALWATCH_SOCKET", "/run/walwatch/walwatch.sock"},
       {"--socket-mode", "WALWATCH_SOCKET_MODE", "0660"},
       {"--kinds", "WALWATCH_KINDS", "empty"},
       {"--tcp-listen", "WALWATCH_TCP_LISTEN", "empty"},
       {"--http-threads", "WALWATCH_HTTP_THREADS", "1"},
       {"--too-large-rv-wait", "WALWATCH_TOO_LARGE_RV_WAIT", "3s"},
-      {"--initial-state-stall-timeout",
-       "WALWATCH_INITIAL_STATE_STALL_TIMEOUT", "20s"},
+      {"--initial-state-stall-timeout", "WALWATCH_INITIAL_STATE_STALL_TIMEOUT",
+       "20s"},
       {"--initial-state-min-rate", "WALWATCH_INITIAL_STATE_MIN_RATE", "1Mi"},
       {"--bookmark-interval", "WALWATCH_BOOKMARK_INTERVAL", "1m"},
       {"--max-log-bytes", "WALWATCH_MAX_LOG_BYTES", "256Mi"},
@@ -68,8 +72,13 @@ TEST(ConfigHelp, GroupsFlagsUnderHeadings) {
   ASSERT_NE(serving, std::string::npos);
   ASSERT_NE(event_log, std::string::npos);
   ASSERT_NE(logging, std::string::npos);
-  EXPECT_LT(pg, help.find("--conninfo"));
-  EXPECT_LT(help.find("--connect-timeout"), serving);
+  const size_t mysql = help.find("\nMySQL/MariaDB (--source mysql):\n");
+  ASSERT_NE(mysql, std::string::npos);
+  EXPECT_LT(help.find("  --source "), pg);
+  EXPECT_LT(pg, help.find("  --conninfo "));
+  EXPECT_LT(help.find("  --connect-timeout "), mysql);
+  EXPECT_LT(mysql, help.find("  --mysql-conninfo "));
+  EXPECT_LT(help.find("  --server-id-from "), serving);
   EXPECT_LT(serving, help.find("--socket "));
   EXPECT_LT(help.find("--too-large-rv-wait"), event_log);
   EXPECT_LT(serving, help.find("--bookmark-interval"));

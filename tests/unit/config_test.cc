@@ -43,10 +43,13 @@ TEST(Config, DefaultsMatchStructInitializers) {
 
 TEST(Config, DefaultJson) {
   EXPECT_EQ(ConfigToJson(Config{}),
-            "{\"conninfo\":\"\",\"slot\":\"walwatch\",\"slot-from\":\"\","
+            "{\"source\":\"postgres\","
+            "\"conninfo\":\"\",\"slot\":\"walwatch\",\"slot-from\":\"\","
             "\"mapping\":\"\","
             "\"status-interval\":\"1s\",\"replication-timeout\":\"1m\","
             "\"connect-timeout\":\"10s\","
+            "\"mysql-conninfo\":\"\",\"server-id\":\"\","
+            "\"server-id-from\":\"\","
             "\"socket\":\"/run/walwatch/walwatch.sock\","
             "\"socket-mode\":\"0660\",\"kinds\":\"\","
             "\"allow-uids\":\"\",\"allow-gids\":\"\","
@@ -136,6 +139,56 @@ TEST(Config, SlotFlagsWinOverBothSlotVariables) {
   Parsed both = Parse({}, env);
   ASSERT_EQ(both.error, "");
   EXPECT_EQ(both.config.slot, "env_from");
+}
+
+TEST(Config, SourceIsPostgresOrMysql) {
+  EXPECT_EQ(Parse({}).config.source, Config::Source::kPostgres);
+  Parsed p = Parse({"--source", "mysql"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.source, Config::Source::kMysql);
+  EXPECT_EQ(Parse({"--source=mariadb"}).config.source, Config::Source::kMysql);
+  EXPECT_EQ(Parse({}, {"WALWATCH_SOURCE=mysql"}).config.source,
+            Config::Source::kMysql);
+  EXPECT_EQ(
+      Parse({"--source=postgres"}, {"WALWATCH_SOURCE=mysql"}).config.source,
+      Config::Source::kPostgres);
+  EXPECT_NE(Parse({"--source", "oracle"}).error.find("postgres or mysql"),
+            std::string::npos);
+}
+
+// The MySQL connection string is kept as given for main to check (an error
+// here would quote its password), and logged with the password masked.
+TEST(Config, MysqlConninfoIsMaskedInTheLog) {
+  Parsed p = Parse(
+      {"--mysql-conninfo", "host=db user=w password='s3 cret' database=cp"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.mysql_conninfo,
+            "host=db user=w password='s3 cret' database=cp");
+  const std::string json = ConfigToJson(p.config);
+  EXPECT_EQ(json.find("s3 cret"), std::string::npos) << json;
+  EXPECT_NE(json.find("password=********"), std::string::npos) << json;
+}
+
+// --server-id and --server-id-from set the same id: either on the command
+// line wins over both variables, as --slot and --slot-from do.
+TEST(Config, ServerIdFlagsWinOverBothVariables) {
+  const std::vector<std::string> env = {"WALWATCH_SERVER_ID=7",
+                                        "WALWATCH_SERVER_ID_FROM=env-pod"};
+  Parsed from = Parse({"--server-id-from", "walwatch-pod-0"}, env);
+  ASSERT_EQ(from.error, "");
+  EXPECT_EQ(from.config.server_id_from, "walwatch-pod-0");
+  EXPECT_EQ(from.config.server_id, 0u);
+  Parsed id = Parse({"--server-id", "42"}, env);
+  ASSERT_EQ(id.error, "");
+  EXPECT_EQ(id.config.server_id, 42u);
+  EXPECT_EQ(id.config.server_id_from, "");
+  Parsed none = Parse({});
+  EXPECT_EQ(none.config.server_id, 0u);
+  EXPECT_EQ(none.config.server_id_from, "");
+  for (const char* bad : {"0", "4294967296", "-1", "x"}) {
+    EXPECT_NE(Parse({"--server-id", bad}).error, "") << bad;
+  }
+  EXPECT_NE(Parse({"--server-id-from", std::string(61, 'a')}).error, "");
 }
 
 TEST(Config, BadEnvIgnoredWhenFlagGiven) {

@@ -4,6 +4,9 @@
 
 #include <simdjson.h>
 
+#include <array>
+#include <set>
+
 #include <gtest/gtest.h>
 
 namespace walwatch::mysql {
@@ -88,19 +91,40 @@ TEST(RowChangeConversion, RowsBecomeRowImagesAndPositionsVersions) {
   EXPECT_GT(out.bytes, 0u);
 }
 
-TEST(RowChangeConversion, TableStatementsTruncateAndOverflowTouchesAll) {
+TEST(RowChangeConversion, TableStatementsTruncate) {
   BinlogTransaction in;
   in.commit = {"b.000001", 100};
   in.table_statements.push_back({"cp", "TRUNCATE TABLE resources"});
   Transaction out;
   ASSERT_EQ(ToTransaction(in, &out), "");
   EXPECT_TRUE(out.truncated);
+}
 
+// A transaction too large to keep: only the watches of what it touched
+// relist (a cluster's removal leaves the other clusters' watches alone).
+TEST(RowChangeConversion, AnOverflowTouchesItsKeysOnly) {
   BinlogTransaction big;
   big.commit = {"b.000001", 200};
   big.overflowed = true;
+  big.touched = {{"", "v1", "pods", "c1"}, {"apps", "v1", "deployments", "c1"}};
+  Transaction out;
   ASSERT_EQ(ToTransaction(big, &out), "");
   EXPECT_TRUE(out.overflowed);
+  EXPECT_FALSE(out.touched_unknown);
+  const std::set<std::array<std::string, 4>> want = {
+      {"", "v1", "pods", "c1"}, {"apps", "v1", "deployments", "c1"}};
+  EXPECT_EQ(out.touched, want);
+
+  // Read without the key columns: what it touched is unknown, so every
+  // watch relists.
+  BinlogTransaction unkeyed;
+  unkeyed.commit = {"b.000001", 300};
+  unkeyed.overflowed = true;
+  unkeyed.touched = {{}};
+  ASSERT_EQ(ToTransaction(unkeyed, &out), "");
+  EXPECT_TRUE(out.touched_unknown);
+  unkeyed.touched.clear();
+  ASSERT_EQ(ToTransaction(unkeyed, &out), "");
   EXPECT_TRUE(out.touched_unknown);
 }
 

@@ -31,12 +31,22 @@ TEST_F(RvEndpointsTest, HandoffAndFreshRvAnswerTheResourceVersion) {
             "\"walwatch.clusterpedia.io/v1\",\"resourceVersion\":\"4242\"}");
   auto handoffs = state_.handoffs();
   ASSERT_EQ(handoffs.size(), 1u);
-  EXPECT_EQ(handoffs[0].first, "700:712:701,705");
-  EXPECT_EQ(handoffs[0].second, 0x16B3748u);
+  EXPECT_EQ(handoffs[0].snapshot, "700:712:701,705");
+  EXPECT_EQ(handoffs[0].insert_lsn, 0x16B3748u);
+  EXPECT_FALSE(handoffs[0].binlog());
 
   // Keep-alive: the same connection asks again, without insertLSN.
   ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/handoff?snapshot=1:2:", 200));
-  EXPECT_EQ(state_.handoffs().at(1).second, 0u);
+  EXPECT_EQ(state_.handoffs().at(1).insert_lsn, 0u);
+
+  // The MySQL/MariaDB form: the list's binlog_snapshot_file and _position.
+  ASSERT_TRUE(Answers(client.get(),
+                      "/walwatch/v1/handoff?binlogFile=mariadb-bin.000003&"
+                      "binlogPosition=12345",
+                      200));
+  EXPECT_EQ(state_.handoffs().at(2).binlog_file, "mariadb-bin.000003");
+  EXPECT_EQ(state_.handoffs().at(2).binlog_position, 12345u);
+  EXPECT_TRUE(state_.handoffs().at(2).snapshot.empty());
 
   state_.set_answer({5000, std::nullopt});
   ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/freshrv", 200));
@@ -142,7 +152,13 @@ TEST_F(RvEndpointsTest, HandoffAndFreshRvErrorsAreStatuses) {
   size_t asked = state_.handoffs().size();
   for (const char* target :
        {"/walwatch/v1/handoff", "/walwatch/v1/handoff?snapshot=9:1:",
-        "/walwatch/v1/handoff?snapshot=1:2:&insertLSN=16B3748"}) {
+        "/walwatch/v1/handoff?snapshot=1:2:&insertLSN=16B3748",
+        "/walwatch/v1/handoff?binlogFile=mariadb-bin.000003",
+        "/walwatch/v1/handoff?binlogFile=mariadb-bin&binlogPosition=4",
+        "/walwatch/v1/handoff?binlogFile=b.1&binlogPosition=-4",
+        "/walwatch/v1/handoff?binlogPosition=4",
+        "/walwatch/v1/handoff?snapshot=1:2:&binlogFile=b.1&"
+        "binlogPosition=4"}) {
     ASSERT_TRUE(Answers(client.get(), target, 400));
   }
   EXPECT_EQ(state_.handoffs().size(), asked);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace walwatch {
 namespace {
@@ -45,6 +46,28 @@ TEST(Text, Utf8SequenceLengthGivesMaximalIllFormedSubparts) {
   EXPECT_EQ(consumed, 1u);
   EXPECT_EQ(Utf8SequenceLength("\x80", 0, &consumed), 0u);
   EXPECT_EQ(consumed, 1u);
+}
+
+TEST(Text, KeywordValuesAreSplitAsLibpqDoes) {
+  std::vector<KeywordValue> kv;
+  const std::string text =
+      "host=db  port = 3306 password='a b\\'c' user=w\\ x ssl-ca=";
+  ASSERT_TRUE(ParseKeywordValues(text, &kv));
+  ASSERT_EQ(kv.size(), 5u);
+  EXPECT_EQ(kv[0].key, "host");
+  EXPECT_EQ(kv[0].value, "db");
+  EXPECT_EQ(kv[1].key, "port");
+  EXPECT_EQ(kv[1].value, "3306");
+  EXPECT_EQ(kv[2].value, "a b'c");
+  EXPECT_EQ(text.substr(kv[2].value_begin, kv[2].value_end - kv[2].value_begin),
+            "'a b\\'c'");
+  EXPECT_EQ(kv[3].value, "w x");
+  EXPECT_EQ(kv[4].key, "ssl-ca");
+  EXPECT_EQ(kv[4].value, "");
+  EXPECT_TRUE(ParseKeywordValues("  ", &kv));
+  EXPECT_TRUE(kv.empty());
+  EXPECT_FALSE(ParseKeywordValues("host", &kv));
+  EXPECT_FALSE(ParseKeywordValues("password='open", &kv));
 }
 
 }  // namespace

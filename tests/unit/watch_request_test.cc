@@ -344,6 +344,43 @@ TEST(WatchRequest, HandoffNeedsAValidSnapshotAndLsn) {
               "MethodNotAllowed");
 }
 
+// The MySQL/MariaDB form: binlog_snapshot_file and binlog_snapshot_position
+// of the list's consistent snapshot.
+TEST(WatchRequest, HandoffInTheBinlogForm) {
+  ParsedRequest p = Get(
+      "/walwatch/v1/handoff?binlogFile=mariadb-bin.000003&binlogPosition=1234");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.route, RouteKind::kHandoff);
+  EXPECT_TRUE(p.handoff.binlog());
+  EXPECT_EQ(p.handoff.binlog_file, "mariadb-bin.000003");
+  EXPECT_EQ(p.handoff.binlog_position, 1234u);
+  EXPECT_TRUE(p.handoff.snapshot.empty());
+  // A file name with its folder, as some servers report it.
+  p =
+      Get("/walwatch/v1/handoff?binlogFile=%2Fvar%2Flib%2Fmysql%2Fbinlog."
+          "000012&binlogPosition=4");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.handoff.binlog_file, "/var/lib/mysql/binlog.000012");
+
+  for (const char* bad : {"binlogFile=mariadb-bin.000003", "binlogPosition=4",
+                          "binlogFile=mariadb-bin&binlogPosition=4",
+                          "binlogFile=.000003&binlogPosition=4",
+                          "binlogFile=b.0000000001&binlogPosition=4",
+                          "binlogFile=b.1&binlogPosition=x",
+                          "binlogFile=b.1&binlogPosition=10000000000",
+                          "binlogFile=b.1&binlogPosition=-1"}) {
+    std::string message = ExpectError(
+        Get(std::string("/walwatch/v1/handoff?") + bad), 400, "BadRequest");
+    EXPECT_NE(message.find("binlog"), std::string::npos) << bad;
+  }
+  // One form or the other.
+  EXPECT_NE(ExpectError(Get("/walwatch/v1/handoff?snapshot=1:2:&binlogFile="
+                            "b.1&binlogPosition=4"),
+                        400, "BadRequest")
+                .find("not both"),
+            std::string::npos);
+}
+
 TEST(WatchRequest, FreshRvRoute) {
   ParsedRequest p = Get("/walwatch/v1/freshrv");
   ASSERT_FALSE(p.error) << p.error->message;

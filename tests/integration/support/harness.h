@@ -1,7 +1,7 @@
-// The integration tests' common ground: Clusterpedia-shaped rows written the
-// way Clusterpedia's internalstorage writes them (one autocommit statement
-// each, GORM's SQL), and WalwatchTest, a fixture that runs walwatch on the
-// test's own database, slot and socket.
+// The PostgreSQL integration tests' common ground: Clusterpedia-shaped rows
+// (watch_rows.h) written the way Clusterpedia's internalstorage writes them
+// (one autocommit statement each, GORM's SQL), and WalwatchTest, a fixture
+// that runs walwatch on the test's own database, slot and socket.
 //
 // Header-only so that it needs no build change; every write returns the
 // writing transaction's xid so that CommitObserver can give its commit LSN.
@@ -16,86 +16,17 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "tests/integration/support/pg.h"
 #include "tests/integration/support/walwatch_process.h"
 #include "tests/integration/support/watch_client.h"
+#include "tests/integration/support/watch_rows.h"
 
 namespace walwatch::itest {
-
-inline constexpr char kMemberRvAnnotation[] =
-    "walwatch.clusterpedia.io/member-resource-version";
-// How long a test waits for something walwatch should do promptly.
-inline constexpr std::chrono::seconds kEventWait{20};
-
-// One row of `resources`.
-struct Resource {
-  std::string group, version, resource, kind;
-  std::string cluster, ns, name;
-  std::string uid;
-  std::string member_rv = "100";  // resource_version column = object's RV
-  nlohmann::json spec = nlohmann::json::object();
-
-  std::string ApiVersion() const {
-    return group.empty() ? version : group + "/" + version;
-  }
-  // The object as Clusterpedia stores it.
-  nlohmann::json Object() const {
-    nlohmann::json metadata = {
-        {"name", name},
-        {"uid", uid},
-        {"resourceVersion", member_rv},
-        {"labels", {{"app", "walwatch-it"}, {"quote", "x \"q\""}}},
-        {"annotations", {{"shadow.clusterpedia.io/cluster-name", cluster}}},
-    };
-    if (!ns.empty()) metadata["namespace"] = ns;
-    return {{"apiVersion", ApiVersion()},
-            {"kind", kind},
-            {"metadata", metadata},
-            {"spec", spec}};
-  }
-  // The object a watcher must receive in an event with resourceVersion rv.
-  nlohmann::json Expected(uint64_t rv) const {
-    auto o = Object();
-    o["metadata"]["resourceVersion"] = std::to_string(rv);
-    o["metadata"]["annotations"][kMemberRvAnnotation] = member_rv;
-    return o;
-  }
-};
-
-inline Resource Pod(std::string cluster, std::string ns, std::string name) {
-  Resource r;
-  r.version = "v1";
-  r.resource = "pods";
-  r.kind = "Pod";
-  r.cluster = std::move(cluster);
-  r.ns = std::move(ns);
-  r.name = std::move(name);
-  r.uid = "uid-" + r.cluster + "-" + r.ns + "-" + r.name;
-  r.spec = {{"nodeName", "node-1"}, {"containers", {{{"name", "c"}}}}};
-  return r;
-}
-
-inline Resource Deployment(std::string cluster, std::string ns,
-                           std::string name) {
-  Resource r;
-  r.group = "apps";
-  r.version = "v1";
-  r.resource = "deployments";
-  r.kind = "Deployment";
-  r.cluster = std::move(cluster);
-  r.ns = std::move(ns);
-  r.name = std::move(name);
-  r.uid = "uid-" + r.cluster + "-" + r.ns + "-deploy-" + r.name;
-  r.spec = {{"replicas", 3}};
-  return r;
-}
 
 // Whether an executable `name` is on PATH (as execvp would find it).
 inline bool OnPath(const std::string& name) {
@@ -201,44 +132,6 @@ inline uint64_t RecordKubeEvent(PgConnection& conn, const Resource& r,
 
 inline uint64_t CurrentXid(PgConnection& conn) {
   return std::stoull(conn.QueryValue("SELECT pg_current_xact_id()::text"));
-}
-
-// Reads exactly `n` events.
-inline ::testing::AssertionResult ReadEvents(WatchClient& watch, size_t n,
-                                             std::vector<WatchEvent>* out,
-                                             Clock::time_point deadline) {
-  for (size_t i = 0; i < n; ++i) {
-    WatchEvent e;
-    auto r = watch.NextEvent(&e, deadline);
-    if (!r) return r << " (after " << i << " of " << n << " events)";
-    out->push_back(std::move(e));
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// Reads events until one named `name` (included), at most `limit` events.
-inline ::testing::AssertionResult ReadUntilName(WatchClient& watch,
-                                                const std::string& name,
-                                                std::vector<WatchEvent>* out,
-                                                Clock::time_point deadline,
-                                                size_t limit = 100000) {
-  for (size_t i = 0; i < limit; ++i) {
-    WatchEvent e;
-    auto r = watch.NextEvent(&e, deadline);
-    if (!r) return r << " (waiting for " << name << " after " << i << " events)";
-    bool found = e.name() == name;
-    out->push_back(std::move(e));
-    if (found) return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << "no event for " << name;
-}
-
-inline std::string Describe(const std::vector<WatchEvent>& events) {
-  std::string s;
-  for (const auto& e : events) {
-    s += "  " + e.type + " " + e.name() + " rv=" + std::to_string(e.rv()) + "\n";
-  }
-  return s;
 }
 
 // Checks the RV rule for the `n` events `events[first..first+n)` of
@@ -372,16 +265,7 @@ class WalwatchTest : public PgDatabaseTest {
   // GET /walwatch/v1/freshrv: an RV at least as new as the database now.
   // 0 (and a test failure) if walwatch does not answer.
   uint64_t FreshRv(const WalwatchProcess& walwatch) {
-    HttpResponse r =
-        HttpGet(walwatch.socket_path(), "/walwatch/v1/freshrv", In(kEventWait));
-    auto doc = nlohmann::json::parse(r.body, nullptr, false);
-    if (!r.ok || r.status != 200 || !doc.is_object() ||
-        !doc.contains("resourceVersion")) {
-      ADD_FAILURE() << "GET /walwatch/v1/freshrv: HTTP " << r.status << " "
-                    << r.error << r.body;
-      return 0;
-    }
-    return std::stoull(doc["resourceVersion"].get<std::string>());
+    return FetchFreshRv(walwatch.socket_path());
   }
 
   // Opens a watch and checks the streaming response header. Without `rv`
@@ -391,25 +275,7 @@ class WalwatchTest : public PgDatabaseTest {
                                        const WalwatchProcess& walwatch,
                                        const std::string& path,
                                        std::optional<uint64_t> rv = {}) {
-    if (!rv) rv = FreshRv(walwatch);
-    auto r = watch.Open(walwatch.socket_path(), WatchTarget(path, rv),
-                        In(kEventWait));
-    if (!r) return r;
-    if (watch.status() != 200) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": HTTP " << watch.status() << " "
-             << watch.body();
-    }
-    if (watch.content_type().rfind("application/json", 0) != 0) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": Content-Type '"
-             << watch.content_type() << "', expected application/json";
-    }
-    if (!watch.chunked()) {
-      return ::testing::AssertionFailure()
-             << "GET " << watch.target() << ": response is not chunked";
-    }
-    return ::testing::AssertionSuccess();
+    return OpenWatchOn(watch, walwatch.socket_path(), path, rv);
   }
 
  private:

@@ -10,15 +10,15 @@
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_WALWATCH_PROCESS_H_
 #define WALWATCH_TESTS_INTEGRATION_SUPPORT_WALWATCH_PROCESS_H_
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace walwatch::itest {
 

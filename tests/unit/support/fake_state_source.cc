@@ -54,11 +54,10 @@ void FakeStateSource::ReadState(const StateQuery& query,
   });
 }
 
-void FakeStateSource::HandoffRv(const std::string& snapshot,
-                                uint64_t insert_lsn, RvCallback done,
+void FakeStateSource::HandoffRv(const HandoffPosition& at, RvCallback done,
                                 Wanted wanted) {
   std::lock_guard<std::mutex> lock(mu_);
-  handoffs_.push_back({snapshot, insert_lsn});
+  handoffs_.push_back(at);
   Reply(std::move(done), std::move(wanted));
 }
 
@@ -94,8 +93,7 @@ std::vector<StateQuery> FakeStateSource::queries() const {
   return queries_;
 }
 
-std::vector<std::pair<std::string, uint64_t>> FakeStateSource::handoffs()
-    const {
+std::vector<HandoffPosition> FakeStateSource::handoffs() const {
   std::lock_guard<std::mutex> lock(mu_);
   return handoffs_;
 }

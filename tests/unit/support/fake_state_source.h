@@ -47,8 +47,8 @@ class FakeStateSource : public StateSource {
 
   void ReadState(const StateQuery& query,
                  std::shared_ptr<InitialStateStream> stream) override;
-  void HandoffRv(const std::string& snapshot, uint64_t insert_lsn,
-                 RvCallback done, Wanted wanted) override;
+  void HandoffRv(const HandoffPosition& at, RvCallback done,
+                 Wanted wanted) override;
   void FreshRv(RvCallback done, Wanted wanted) override;
 
   // Manual mode: the next stream a watch asked for (null after 5 s).
@@ -57,7 +57,7 @@ class FakeStateSource : public StateSource {
   int read_states() const;
   int fresh_rvs() const;
   std::vector<StateQuery> queries() const;
-  std::vector<std::pair<std::string, uint64_t>> handoffs() const;
+  std::vector<HandoffPosition> handoffs() const;
 
   void JoinAll();
 
@@ -79,7 +79,7 @@ class FakeStateSource : public StateSource {
   int fresh_rvs_ = 0;
   std::vector<StateQuery> queries_;
   std::deque<std::shared_ptr<InitialStateStream>> streams_;
-  std::vector<std::pair<std::string, uint64_t>> handoffs_;
+  std::vector<HandoffPosition> handoffs_;
   std::vector<std::thread> threads_;
 };
 

@@ -1,0 +1,100 @@
+#include "cdc/mysql/binlog_monitor.h"
+
+#include <algorithm>
+
+#include "cdc/base/logging.h"
+#include "cdc/base/stop_signal.h"
+#include "cdc/mysql/binlog_reader.h"
+#include "cdc/mysql/stop_interrupter.h"
+
+namespace walwatch::mysql {
+
+BinlogMonitor::BinlogMonitor(BinlogMonitorOptions options)
+    : options_(std::move(options)),
+      stop_signal_(std::make_unique<StopSignal>()),
+      interrupter_(std::make_unique<StopInterrupter>(stop_signal_.get())) {}
+
+BinlogMonitor::~BinlogMonitor() { Stop(); }
+
+void BinlogMonitor::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void BinlogMonitor::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  stop_signal_->Raise();
+  cv_.SignalAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t BinlogMonitor::LagBytes(uint64_t decoded) const {
+  if (decoded == 0) return 0;
+  MutexLock lock(&mu_);
+  if (end_.file.empty()) return 0;
+  // The decoded position's file name: the server's base name and its number.
+  const size_t dot = end_.file.rfind('.');
+  std::string number = std::to_string(decoded / kBinlogVersionFileFactor);
+  const size_t digits = end_.file.size() - dot - 1;
+  if (number.size() < digits) number.insert(0, digits - number.size(), '0');
+  const BinlogPosition from{end_.file.substr(0, dot + 1) + number,
+                            decoded % kBinlogVersionFileFactor};
+  return BinlogBytesBetween(files_, from, end_);
+}
+
+bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
+  BinlogPosition end;
+  std::vector<BinlogFile> files;
+  {
+    StopInterrupter::Scope interruptible(interrupter_.get(),
+                                         [conn] { conn->Interrupt(); });
+    if (!conn->connected()) {
+      MysqlConnParams params = options_.conn;
+      params.read_timeout_s = 10;
+      if (std::string err = conn->Connect(params); !err.empty()) {
+        LogWarn("binlog monitor cannot connect", {{"error", err}});
+        return false;
+      }
+    }
+    BinlogStatus s = ReadBinlogEnd(conn, &end);
+    std::string err = s.ok() ? ListBinlogFiles(conn, &files) : s.message;
+    if (!err.empty()) {
+      if (!warned_) {
+        LogWarn("binlog monitor poll failed", {{"error", err}});
+        warned_ = true;
+      }
+      conn->Close();
+      return false;
+    }
+  }
+  warned_ = false;
+  const std::optional<uint64_t> version = BinlogVersion(end);
+  {
+    MutexLock lock(&mu_);
+    end_ = end;
+    files_ = std::move(files);
+  }
+  if (version) {
+    server_position_ = *version;
+    uint64_t highest = highest_server_position_.load();
+    while (*version > highest &&
+           !highest_server_position_.compare_exchange_weak(highest, *version)) {
+    }
+  }
+  return true;
+}
+
+void BinlogMonitor::Loop() {
+  MysqlConnection conn;
+  for (;;) {
+    PollOnce(&conn);
+    MutexLock lock(&mu_);
+    if (cv_.WaitFor(&lock, options_.interval, [this]() REQUIRES(mu_) { return stop_; })) {
+      return;
+    }
+  }
+}
+
+}  // namespace walwatch::mysql

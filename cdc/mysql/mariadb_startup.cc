@@ -1,0 +1,215 @@
+// MariaDbSource's startup (ChangeSource::Prepare): the server is waited
+// for and checked, the catalog loaded, and the stream started where the
+// replay window begins.
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cdc/base/clock.h"
+#include "cdc/base/logging.h"
+#include "cdc/model/resource_catalog.h"
+#include "cdc/mysql/mariadb_source.h"
+#include "cdc/mysql/mysql_checks.h"
+#include "cdc/mysql/row_change_conversion.h"
+
+namespace walwatch::mysql {
+
+namespace {
+
+// How long startup waits for a server that is down, as on PostgreSQL: a
+// database restarted with the pod is waited for rather than answered with
+// an exit and the kubelet's crash-loop backoff. Within the startupProbe of
+// packaging/kubernetes (180 s).
+constexpr std::chrono::seconds kServerDownStartupWait{150};
+
+// The server does not answer, refuses connections while it starts or
+// shuts down, or its name does not resolve yet (a Service being created).
+bool ServerDown(unsigned error) {
+  switch (error) {
+    case CR_CONNECTION_ERROR:
+    case CR_CONN_HOST_ERROR:
+    case CR_UNKNOWN_HOST:
+    case CR_SERVER_GONE_ERROR:
+    case CR_SERVER_LOST:
+    case ER_SERVER_SHUTDOWN:
+    case ER_CON_COUNT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+std::string MariaDbSource::ConnectAtStartup(MysqlConnection* conn) {
+  const auto give_up = Clock::now() + kServerDownStartupWait;
+  std::chrono::milliseconds delay{500};
+  for (int attempt = 1;; ++attempt) {
+    std::string err = Connect(conn);
+    if (err.empty()) return "";
+    const unsigned no = conn->last_errno();
+    if (no == ER_ACCESS_DENIED_ERROR || no == ER_DBACCESS_DENIED_ERROR) {
+      return err + " (fix: the user and password in --mysql-conninfo)";
+    }
+    if (no == ER_BAD_DB_ERROR) {
+      return err + " (fix: the database in --mysql-conninfo)";
+    }
+    if (!ServerDown(no)) return err;
+    if (Clock::now() + delay >= give_up) {
+      return err + " (the server has not answered for " +
+             std::to_string(kServerDownStartupWait.count()) + " s)";
+    }
+    LogWarn(
+        "the MySQL/MariaDB server does not answer yet (down, starting "
+        "or shutting down); retrying",
+        {{"attempt", attempt},
+         {"delay_ms", static_cast<int64_t>(delay.count())},
+         {"error", err}});
+    if (!stop_.WaitFor(delay)) return "stopped";
+    delay = std::min<std::chrono::milliseconds>(delay * 2,
+                                                std::chrono::seconds(10));
+  }
+}
+
+std::string MariaDbSource::LoadCatalog(MysqlConnection* conn) {
+  const TableMapping& m = opt_.mapping;
+  MysqlRows rows;
+  std::string err = conn->Query(
+      "SELECT DISTINCT " + QuoteIdentifier(m.column(MappedField::kGroup)) +
+          ", " + QuoteIdentifier(m.column(MappedField::kVersion)) + ", " +
+          QuoteIdentifier(m.column(MappedField::kResource)) + ", " +
+          QuoteIdentifier(m.column(MappedField::kKind)) + " FROM " +
+          QuoteIdentifier(opt_.conn.database) + "." + QuoteIdentifier(m.table),
+      &rows);
+  if (!err.empty()) {
+    return "cannot list the resources in " + opt_.conn.database + "." +
+           m.table + ": " + err;
+  }
+  for (const auto& r : rows.rows) {
+    if (r.size() < 4 || !r[1] || !r[2] || !r[3]) continue;
+    catalog_->Add({r[0].value_or(""), *r[1], *r[2]}, *r[3]);
+  }
+  return "";
+}
+
+std::string MariaDbSource::ChooseStart(MysqlConnection* conn,
+                                       BinlogPosition* start) {
+  if (opt_.replay_window.count() == 0) {
+    BinlogStatus s = ReadBinlogEnd(conn, start);
+    return s.ok() ? "" : s.message;
+  }
+  std::vector<BinlogFile> files;
+  if (std::string err = ListBinlogFiles(conn, &files); !err.empty()) {
+    return "cannot list the binlog files (SHOW BINARY LOGS): " + err;
+  }
+  if (files.empty()) {
+    return "the server lists no binlog files (fix: log_bin in the server's "
+           "configuration, then restart it)";
+  }
+  const int64_t since =
+      NowUnixMicros() / 1000000 -
+      std::chrono::duration_cast<std::chrono::seconds>(opt_.replay_window)
+          .count();
+  BinlogReaderOptions probe_options = ReaderOptions();
+  probe_options.replica_host.clear();  // a probe is no replica to list
+  const std::string file = ChooseReplayStartFile(
+      files, since, opt_.replay_window_bytes,
+      [&](const std::string& name, int64_t* started) {
+        BinlogReader probe(opt_.conn, probe_options);
+        StopInterrupter::Scope interruptible(&interrupter_,
+                                             [&probe] { probe.Interrupt(); });
+        uint32_t time = 0;
+        if (!probe.Open({name, 4}).ok() ||
+            !probe.ReadFileStartTime(&time).ok()) {
+          return false;
+        }
+        *started = time;
+        return true;
+      });
+  *start = {file, 4};
+  return "";
+}
+
+std::string MariaDbSource::RecordHistory(MysqlConnection* conn,
+                                         const BinlogPosition& at) {
+  if (mariadb_) {
+    if (std::string err = ReadGtidState(conn, at, &gtid_state_); !err.empty()) {
+      return err;
+    }
+    if (!gtid_state_) {
+      return "BINLOG_GTID_POS knows no GTID state at " + at.ToString();
+    }
+    return "";
+  }
+  std::optional<std::string> uuid;
+  if (std::string err = conn->QueryValue("SELECT @@server_uuid", &uuid);
+      !err.empty()) {
+    return "cannot read server_uuid: " + err;
+  }
+  server_uuid_ = uuid.value_or("");
+  return "";
+}
+
+std::string MariaDbSource::Prepare(ReplicationStats* stats,
+                                   uint64_t* floor_rv) {
+  MysqlConnection conn;
+  if (std::string err = ConnectAtStartup(&conn); !err.empty()) return err;
+  std::optional<std::string> version;
+  if (std::string err = conn.QueryValue("SELECT VERSION()", &version);
+      !err.empty()) {
+    return "cannot read the server's version: " + err;
+  }
+  mariadb_ = version && version->find("MariaDB") != std::string::npos;
+
+  MysqlCheckOptions checks;
+  checks.database = opt_.conn.database;
+  checks.table = opt_.mapping.table;
+  checks.columns = MappedColumnNames(opt_.mapping);
+  checks.json_column = opt_.mapping.column(MappedField::kObject);
+  checks.server_id = opt_.server_id;
+  checks.replica_host = opt_.replica_host;
+  checks.replay_window =
+      std::chrono::duration_cast<std::chrono::seconds>(opt_.replay_window);
+  std::vector<std::string> warnings;
+  if (std::string err = RunStartupChecks(&conn, checks, &warnings);
+      !err.empty()) {
+    return err;
+  }
+  for (const std::string& w : warnings) LogWarn(w);
+  if (std::string err = LoadCatalog(&conn); !err.empty()) return err;
+
+  // The window's start may be purged between the listing and the dump:
+  // choose again.
+  for (int attempt = 1;; ++attempt) {
+    BinlogPosition start;
+    if (std::string err = ChooseStart(&conn, &start); !err.empty()) {
+      return err;
+    }
+    if (std::string err = RecordHistory(&conn, start); !err.empty()) {
+      if (attempt < 3) continue;
+      return err;
+    }
+    const std::optional<uint64_t> floor = BinlogVersion(start);
+    if (!floor) return "binlog file " + start.file + " has no number";
+    BinlogStatus s = StartStreaming(start);
+    if (s.ok()) {
+      *floor_rv = *floor;
+      LogInfo("streaming",
+              {{"server", mariadb_ ? "MariaDB" : "MySQL"},
+               {"version", version.value_or("")},
+               {"server_id", static_cast<uint64_t>(opt_.server_id)},
+               {"table", opt_.conn.database + "." + opt_.mapping.table},
+               {"from", start.ToString()},
+               {"gtid_state", gtid_state_ ? gtid_state_->ToString() : ""}});
+      return "";
+    }
+    if (s.kind != BinlogErrorKind::kPurged || attempt >= 3) {
+      return "cannot read the binlog from " + start.ToString() + ": " +
+             s.message;
+    }
+  }
+}
+
+}  // namespace walwatch::mysql
