@@ -71,6 +71,11 @@ std::string KeyWhere(const Resource& r) {
 }  // namespace
 
 std::string InsertSql(const std::string& database, const Resource& r) {
+  return InsertSql(database, r, r.Object().dump());
+}
+
+std::string InsertSql(const std::string& database, const Resource& r,
+                      const std::string& object_json) {
   return "INSERT INTO " + QuoteIdentifier(database) +
          ".`resources` (`group`, `version`, `resource`, `kind`, `cluster`, "
          "`namespace`, `name`, `owner_uid`, `uid`, `resource_version`, "
@@ -78,13 +83,18 @@ std::string InsertSql(const std::string& database, const Resource& r) {
          Lit(r.group) + ", " + Lit(r.version) + ", " + Lit(r.resource) + ", " +
          Lit(r.kind) + ", " + Lit(r.cluster) + ", " + Lit(r.ns) + ", " +
          Lit(r.name) + ", '', " + Lit(r.uid) + ", " + Lit(r.member_rv) + ", " +
-         Lit(r.Object().dump()) + ", NOW(3), NOW(3))";
+         Lit(object_json) + ", NOW(3), NOW(3))";
 }
 
 std::string UpdateSql(const std::string& database, const Resource& r) {
+  return UpdateSql(database, r, r.Object().dump());
+}
+
+std::string UpdateSql(const std::string& database, const Resource& r,
+                      const std::string& object_json) {
   return "UPDATE " + QuoteIdentifier(database) +
          ".`resources` SET `created_at` = NOW(3), `object` = " +
-         Lit(r.Object().dump()) +
+         Lit(object_json) +
          ", `owner_uid` = '', `resource_version` = " + Lit(r.member_rv) +
          ", `uid` = " + Lit(r.uid) + ", `synced_at` = NOW(3)" + KeyWhere(r);
 }

@@ -26,9 +26,14 @@
 
 namespace walwatch::itest {
 
-// GORM's statements on MySQL for `database`.resources.
+// GORM's statements on MySQL for `database`.resources; `object_json` is the
+// object column's text (r.Object() unless given).
 std::string InsertSql(const std::string& database, const Resource& r);
+std::string InsertSql(const std::string& database, const Resource& r,
+                      const std::string& object_json);
 std::string UpdateSql(const std::string& database, const Resource& r);
+std::string UpdateSql(const std::string& database, const Resource& r,
+                      const std::string& object_json);
 std::string DeleteSql(const std::string& database, const Resource& r);
 // Clusterpedia's event recording: the events columns only.
 std::string RecordKubeEventSql(const std::string& database, const Resource& r,

@@ -323,17 +323,21 @@ ModelState QueryModelState(PgConnection& conn, const ModelFilter& filter) {
        filter.resource.resource, filter.cluster, filter.ns});
   ModelState state;
   for (const auto& row : rows) {
-    ObjectKey key{*row[0], *row[1], *row[2]};
-    auto object = nlohmann::json::parse(*row[3]);
-    if (!(KeyOfObject(object) == key)) {
-      throw std::runtime_error("row " + key.ToString() +
-                               " holds an object of another key: " +
-                               KeyOfObject(object).ToString());
-    }
-    if (!filter.Matches(key, object)) continue;
-    state.emplace(std::move(key), ModelObjectFromStored(std::move(object)));
+    AddListedRow(&state, filter, {*row[0], *row[1], *row[2]}, *row[3]);
   }
   return state;
+}
+
+void AddListedRow(ModelState* state, const ModelFilter& filter, ObjectKey key,
+                  const std::string& object_text) {
+  auto object = nlohmann::json::parse(object_text);
+  if (!(KeyOfObject(object) == key)) {
+    throw std::runtime_error("row " + key.ToString() +
+                             " holds an object of another key: " +
+                             KeyOfObject(object).ToString());
+  }
+  if (!filter.Matches(key, object)) return;
+  state->emplace(std::move(key), ModelObjectFromStored(std::move(object)));
 }
 
 ModelState FilterModelState(const ModelState& state, const ModelFilter& filter) {

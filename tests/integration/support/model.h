@@ -162,6 +162,11 @@ class WatchModel {
 // the transaction open on `conn`): SQL selects resource, cluster and
 // namespace; the selectors are applied in C++.
 ModelState QueryModelState(PgConnection& conn, const ModelFilter& filter);
+// Adds a listed row (its key columns and `object` text) to `state` if
+// `filter` selects it; the SQL has selected resource, cluster and namespace.
+// Throws std::runtime_error if the object's own key is another.
+void AddListedRow(ModelState* state, const ModelFilter& filter, ObjectKey key,
+                  const std::string& object_text);
 // The objects of `state` that `filter` selects.
 ModelState FilterModelState(const ModelState& state, const ModelFilter& filter);
 
@@ -198,7 +203,8 @@ struct ListedState {
   ModelState state;
   uint64_t rv = 0;
   int attempts = 0;  // snapshots taken (1 + the refusals)
-  std::string snapshot, insert_lsn;  // the last ones sent
+  // The last ones sent (on MariaDB: the binlog file and position).
+  std::string snapshot, insert_lsn;
 };
 ::testing::AssertionResult ListWithHandoff(PgConnection& conn,
                                            const std::string& socket_path,

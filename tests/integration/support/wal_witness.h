@@ -21,6 +21,8 @@
 // X (in C) with R < c(T) <= F, F being the commit of the selection's newest
 // evicted event (PROTOCOL.md).
 //
+// The EventWitness of PostgreSQL (event_witness.h).
+//
 // Thread safety: Witnessed, transactions and error may be called from any
 // thread; CatchUp from one thread at a time.
 #ifndef WALWATCH_TESTS_INTEGRATION_SUPPORT_WAL_WITNESS_H_
@@ -35,34 +37,35 @@
 #include <string>
 #include <thread>
 
+#include "tests/integration/support/event_witness.h"
 #include "tests/integration/support/pg.h"
 
 namespace walwatch::itest {
 
-class WalWitness {
+class WalWitness : public EventWitness {
  public:
   // Creates the logical slot `slot` (wal2json) in the database of
   // `conninfo` and starts reading it. Only transactions that commit after
   // this returns are certain to be seen. Throws PgError if the slot cannot
   // be made; the caller drops it (PgDatabaseTest drops the database's slots).
   WalWitness(const std::string& conninfo, const std::string& slot);
-  ~WalWitness();
+  ~WalWitness() override;
   WalWitness(const WalWitness&) = delete;
   WalWitness& operator=(const WalWitness&) = delete;
 
   // Stops the reading thread and reads, on the caller's thread, until the
   // slot has decoded everything committed before the call. Throws PgError
   // if reading failed (then or earlier on the thread).
-  void CatchUp();
+  void CatchUp() override;
 
   // Whether a transaction that gave an event of `resource` (its plural
   // name) in `cluster` (or in any cluster, if empty) committed at c with
   // r < c <= f.
   bool Witnessed(const std::string& resource, const std::string& cluster,
-                 uint64_t r, uint64_t f) const;
+                 uint64_t r, uint64_t f) const override;
 
   // Transactions read that gave at least one event.
-  size_t transactions() const;
+  size_t transactions() const override;
 
  private:
   void Loop();

@@ -1,0 +1,55 @@
+#include "tests/integration/support/pg_model_database.h"
+
+namespace walwatch::itest {
+
+void PgModelSql::Insert(const ModelObjectSpec& spec) {
+  InsertModelRow(conn_, spec);
+}
+
+void PgModelSql::Update(const ModelObjectSpec& spec) {
+  UpdateModelRow(conn_, spec);
+}
+
+void PgModelSql::Delete(const Resource& r) { DeleteRow(conn_, r); }
+
+void PgModelSql::RecordKubeEvent(const Resource& r, const std::string& reason) {
+  itest::RecordKubeEvent(conn_, r, reason);
+}
+
+size_t PgModelSql::RemoveCluster(const std::string& cluster,
+                                 const ModelResource* resource) {
+  if (resource == nullptr) {
+    return conn_
+        .Query("DELETE FROM resources WHERE cluster = $1 RETURNING id",
+               {cluster})
+        .size();
+  }
+  return conn_
+      .Query(
+          "DELETE FROM resources WHERE cluster = $1 AND \"group\" = $2 AND "
+          "version = $3 AND resource = $4 RETURNING id",
+          {cluster, resource->group, resource->version, resource->resource})
+      .size();
+}
+
+std::optional<ModelSql::Row> PgModelSql::Find(const Resource& r) {
+  auto rows = conn_.Query(
+      "SELECT uid, object::text FROM resources WHERE cluster = $1 AND "
+      "\"group\" = $2 AND version = $3 AND resource = $4 AND "
+      "namespace = $5 AND name = $6",
+      {r.cluster, r.group, r.version, r.resource, r.ns, r.name});
+  if (rows.empty() || !rows[0][0] || !rows[0][1]) return std::nullopt;
+  return Row{*rows[0][0], *rows[0][1]};
+}
+
+ModelState PgModelSql::State(const ModelFilter& filter) {
+  return QueryModelState(conn_, filter);
+}
+
+::testing::AssertionResult PgModelSql::ListWithHandoff(
+    const std::string& socket_path, const ModelFilter& filter, ListedState* out,
+    Clock::time_point deadline) {
+  return itest::ListWithHandoff(conn_, socket_path, filter, out, deadline);
+}
+
+}  // namespace walwatch::itest
