@@ -405,6 +405,47 @@ struct BinlogReader::Impl {
     return BinlogStatus();
   }
 
+  // Once overflowed: the key columns of a row image, kept or not yet read.
+  void Touch(const std::vector<BinlogValue>& values) {
+    if (values.empty()) return;  // no such image (an INSERT's old row)
+    std::vector<std::string> key;
+    for (size_t k : options.key_columns) {
+      if (k >= values.size() || values[k].is_null) {
+        txn.touched_unknown = true;
+        return;
+      }
+      key.push_back(values[k].text);
+    }
+    if (key.empty()) {
+      txn.touched_unknown = true;
+      return;
+    }
+    txn.touched.insert(std::move(key));
+  }
+  BinlogStatus Touch(const TableEntry& table, const MARIADB_RPL_ROW& row) {
+    if (row.column_count != table.map.columns().size()) {
+      return Fail(BinlogErrorKind::kCorrupt,
+                  "row of " + std::to_string(row.column_count) +
+                      " columns at " + Here().ToString());
+    }
+    // Only the key columns are formatted: the objects are dropped.
+    std::vector<BinlogValue> values(table.wanted.size());
+    for (size_t k : options.key_columns) {
+      if (k >= table.wanted.size()) continue;
+      const size_t c = table.wanted[k];
+      values[k].is_null = row.columns[c].is_null != 0;
+      if (values[k].is_null) continue;
+      std::string err =
+          FormatValue(table.map.columns()[c], row.columns[c], &values[k].text);
+      if (!err.empty()) {
+        return Fail(BinlogErrorKind::kCorrupt,
+                    err + " at " + Here().ToString());
+      }
+    }
+    Touch(values);
+    return BinlogStatus();
+  }
+
   BinlogStatus OnRows(MARIADB_RPL_EVENT* ev, uint64_t event_start) {
     auto& rows = ev->event.rows;
     auto it = tables.find(rows.table_id);
@@ -458,8 +499,6 @@ struct BinlogReader::Impl {
       rows.row_data = static_cast<unsigned char*>(rows.row_data) + bitmap;
       rows.row_data_size -= bitmap;
     }
-    if (txn.overflowed) return BinlogStatus();
-
     MARIADB_RPL_ROW* row = mariadb_rpl_extract_rows(rpl, table.event.get(), ev);
     if (row == nullptr) {
       return Fail(BinlogErrorKind::kCorrupt,
@@ -469,6 +508,10 @@ struct BinlogReader::Impl {
     }
     const BinlogPosition where{file, event_start};
     for (; row != nullptr; row = row->next) {
+      if (txn.overflowed) {
+        if (BinlogStatus s = Touch(table, *row); !s.ok()) return s;
+        continue;
+      }
       BinlogRowChange change;
       change.position = where;
       BinlogStatus s;
@@ -500,10 +543,16 @@ struct BinlogReader::Impl {
           sizeof(change) + ValueBytes(change.before) + ValueBytes(change.after);
       if (txn.bytes + bytes > options.max_transaction_bytes) {
         txn.overflowed = true;
+        for (const BinlogRowChange& kept : txn.changes) {
+          Touch(kept.before);
+          Touch(kept.after);
+        }
+        Touch(change.before);
+        Touch(change.after);
         txn.changes.clear();
         txn.changes.shrink_to_fit();
         txn.bytes = 0;
-        return BinlogStatus();
+        continue;
       }
       txn.bytes += bytes;
       txn.changes.push_back(std::move(change));

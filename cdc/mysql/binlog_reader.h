@@ -64,6 +64,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,10 @@ struct BinlogReaderOptions {
   // A transaction's kept changes beyond this many bytes are dropped and the
   // transaction marked overflowed (watchers of the table must relist).
   size_t max_transaction_bytes = size_t{256} << 20;
+  // Indexes into `columns` whose values an overflowed transaction keeps for
+  // each row it drops (BinlogTransaction::touched), so that only the
+  // watchers of what it changed relist. Empty: none are kept.
+  std::vector<size_t> key_columns;
 };
 
 enum class BinlogErrorKind : uint8_t {
@@ -158,6 +163,10 @@ struct BinlogTransaction {
   std::vector<BinlogStatement> table_statements;
   // Its changes passed max_transaction_bytes and were dropped.
   bool overflowed = false;
+  // Once overflowed: the key_columns' values of each row image it changed;
+  // touched_unknown if a row had a NULL among them, or none were asked for.
+  std::set<std::vector<std::string>> touched;
+  bool touched_unknown = false;
   size_t bytes = 0;  // bytes the kept changes hold
 };
 

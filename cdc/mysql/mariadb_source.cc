@@ -66,6 +66,7 @@ BinlogReaderOptions MariaDbSource::ReaderOptions() const {
   o.heartbeat_period = opt_.heartbeat_period;
   o.silence_timeout = opt_.silence_timeout;
   o.max_transaction_bytes = opt_.max_transaction_bytes;
+  o.key_columns = OverflowKeyColumns();
   return o;
 }
 

@@ -102,6 +102,18 @@ TEST(RowChangeConversion, TableStatementsTruncateAndOverflowTouchesAll) {
   ASSERT_EQ(ToTransaction(big, &out), "");
   EXPECT_TRUE(out.overflowed);
   EXPECT_TRUE(out.touched_unknown);
+
+  // With the keys the reader kept, only their watchers relist.
+  big.touched = {{"", "v1", "pods", "c1"}, {"apps", "v1", "deployments", "c2"}};
+  ASSERT_EQ(ToTransaction(big, &out), "");
+  EXPECT_TRUE(out.overflowed);
+  EXPECT_FALSE(out.touched_unknown);
+  EXPECT_EQ(out.touched, (std::set<std::array<std::string, 4>>{
+                             {"", "v1", "pods", "c1"},
+                             {"apps", "v1", "deployments", "c2"}}));
+  big.touched_unknown = true;  // a row with a NULL key column
+  ASSERT_EQ(ToTransaction(big, &out), "");
+  EXPECT_TRUE(out.touched_unknown);
 }
 
 TEST(RowChangeConversion, RowsReadWithOtherColumnsAreRefused) {
