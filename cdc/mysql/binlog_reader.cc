@@ -405,18 +405,45 @@ struct BinlogReader::Impl {
     return BinlogStatus();
   }
 
-  // The key columns of a change's old and new rows, into txn.touched.
-  void Touch(const BinlogRowChange& change) {
-    for (const std::vector<BinlogValue>* image :
-         {&change.before, &change.after}) {
-      if (image->empty()) continue;
-      std::vector<std::string> key;
-      key.reserve(options.key_columns.size());
-      for (size_t c : options.key_columns) {
-        key.push_back(c < image->size() ? (*image)[c].text : std::string());
+  // Once overflowed: the key columns of a row image, kept or not yet read.
+  void Touch(const std::vector<BinlogValue>& values) {
+    if (values.empty()) return;  // no such image (an INSERT's old row)
+    std::vector<std::string> key;
+    for (size_t k : options.key_columns) {
+      if (k >= values.size() || values[k].is_null) {
+        txn.touched_unknown = true;
+        return;
       }
-      txn.touched.insert(std::move(key));
+      key.push_back(values[k].text);
     }
+    if (key.empty()) {
+      txn.touched_unknown = true;
+      return;
+    }
+    txn.touched.insert(std::move(key));
+  }
+  BinlogStatus Touch(const TableEntry& table, const MARIADB_RPL_ROW& row) {
+    if (row.column_count != table.map.columns().size()) {
+      return Fail(BinlogErrorKind::kCorrupt,
+                  "row of " + std::to_string(row.column_count) +
+                      " columns at " + Here().ToString());
+    }
+    // Only the key columns are formatted: the objects are dropped.
+    std::vector<BinlogValue> values(table.wanted.size());
+    for (size_t k : options.key_columns) {
+      if (k >= table.wanted.size()) continue;
+      const size_t c = table.wanted[k];
+      values[k].is_null = row.columns[c].is_null != 0;
+      if (values[k].is_null) continue;
+      std::string err =
+          FormatValue(table.map.columns()[c], row.columns[c], &values[k].text);
+      if (!err.empty()) {
+        return Fail(BinlogErrorKind::kCorrupt,
+                    err + " at " + Here().ToString());
+      }
+    }
+    Touch(values);
+    return BinlogStatus();
   }
 
   BinlogStatus OnRows(MARIADB_RPL_EVENT* ev, uint64_t event_start) {
@@ -481,6 +508,10 @@ struct BinlogReader::Impl {
     }
     const BinlogPosition where{file, event_start};
     for (; row != nullptr; row = row->next) {
+      if (txn.overflowed) {
+        if (BinlogStatus s = Touch(table, *row); !s.ok()) return s;
+        continue;
+      }
       BinlogRowChange change;
       change.position = where;
       BinlogStatus s;
@@ -508,18 +539,16 @@ struct BinlogReader::Impl {
           break;
       }
       if (!s.ok()) return s;
-      if (txn.overflowed) {
-        Touch(change);
-        continue;
-      }
       size_t bytes =
           sizeof(change) + ValueBytes(change.before) + ValueBytes(change.after);
       if (txn.bytes + bytes > options.max_transaction_bytes) {
-        // Keep only what it touched: the watches of those resources (and
-        // clusters) relist, not every watch.
         txn.overflowed = true;
-        for (const BinlogRowChange& kept : txn.changes) Touch(kept);
-        Touch(change);
+        for (const BinlogRowChange& kept : txn.changes) {
+          Touch(kept.before);
+          Touch(kept.after);
+        }
+        Touch(change.before);
+        Touch(change.after);
         txn.changes.clear();
         txn.changes.shrink_to_fit();
         txn.bytes = 0;

@@ -97,11 +97,11 @@ struct BinlogReaderOptions {
 
   bool verify_checksums = true;
   // A transaction's kept changes beyond this many bytes are dropped and the
-  // transaction marked overflowed: the watchers of what it touched must
-  // relist. Of such a transaction the reader keeps, for every change, the
-  // values of these `columns` (indexes) in its old and new rows: the key of
-  // what it touched (walwatch: group, version, resource and cluster).
+  // transaction marked overflowed (watchers of the table must relist).
   size_t max_transaction_bytes = size_t{256} << 20;
+  // Indexes into `columns` whose values an overflowed transaction keeps for
+  // each row it drops (BinlogTransaction::touched), so that only the
+  // watchers of what it changed relist. Empty: none are kept.
   std::vector<size_t> key_columns;
 };
 
@@ -161,11 +161,12 @@ struct BinlogTransaction {
   // Statements in it that name the table (not as row events): TRUNCATE,
   // DDL, or DML logged as a statement. Their effect on rows is unknown.
   std::vector<BinlogStatement> table_statements;
-  // Its changes passed max_transaction_bytes and were dropped; `touched`
-  // holds the key (BinlogReaderOptions::key_columns, a NULL as "") of each
-  // dropped change's old and new row.
+  // Its changes passed max_transaction_bytes and were dropped.
   bool overflowed = false;
+  // Once overflowed: the key_columns' values of each row image it changed;
+  // touched_unknown if a row had a NULL among them, or none were asked for.
   std::set<std::vector<std::string>> touched;
+  bool touched_unknown = false;
   size_t bytes = 0;  // bytes the kept changes hold
 };
 

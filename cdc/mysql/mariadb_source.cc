@@ -66,11 +66,7 @@ BinlogReaderOptions MariaDbSource::ReaderOptions() const {
   o.heartbeat_period = opt_.heartbeat_period;
   o.silence_timeout = opt_.silence_timeout;
   o.max_transaction_bytes = opt_.max_transaction_bytes;
-  // ToTransaction's `touched`: rows are read in MappedField order.
-  for (MappedField f : {MappedField::kGroup, MappedField::kVersion,
-                        MappedField::kResource, MappedField::kCluster}) {
-    o.key_columns.push_back(static_cast<size_t>(f));
-  }
+  o.key_columns = OverflowKeyColumns();
   return o;
 }
 

@@ -119,8 +119,11 @@ class MariaDbSource final : public ChangeSource {
   // mariadb_startup.cc.
   std::string ConnectAtStartup(MysqlConnection* conn);
   std::string LoadCatalog(MysqlConnection* conn);
-  // Where the replay window starts: a file's start.
-  std::string ChooseStart(MysqlConnection* conn, BinlogPosition* start);
+  // Where the replay window starts: a file's start. *purged: the window
+  // reaches back past the oldest file the server keeps, and the server
+  // wrote files before that one (they were purged).
+  std::string ChooseStart(MysqlConnection* conn, BinlogPosition* start,
+                          bool* purged);
   // The history marker at `at` (MariaDB: the GTID state; MySQL: the
   // server's uuid), into gtid_state_ / server_uuid_.
   std::string RecordHistory(MysqlConnection* conn, const BinlogPosition& at);

@@ -13,6 +13,7 @@
 #include "cdc/mysql/mariadb_source.h"
 #include "cdc/mysql/mysql_checks.h"
 #include "cdc/mysql/row_change_conversion.h"
+#include "cdc/replication_stream.h"
 
 namespace walwatch::mysql {
 
@@ -95,7 +96,8 @@ std::string MariaDbSource::LoadCatalog(MysqlConnection* conn) {
 }
 
 std::string MariaDbSource::ChooseStart(MysqlConnection* conn,
-                                       BinlogPosition* start) {
+                                       BinlogPosition* start, bool* purged) {
+  *purged = false;
   if (opt_.replay_window.count() == 0) {
     BinlogStatus s = ReadBinlogEnd(conn, start);
     return s.ok() ? "" : s.message;
@@ -114,6 +116,7 @@ std::string MariaDbSource::ChooseStart(MysqlConnection* conn,
           .count();
   BinlogReaderOptions probe_options = ReaderOptions();
   probe_options.replica_host.clear();  // a probe is no replica to list
+  int64_t oldest_began = 0;
   const std::string file = ChooseReplayStartFile(
       files, since, opt_.replay_window_bytes,
       [&](const std::string& name, int64_t* started) {
@@ -126,9 +129,16 @@ std::string MariaDbSource::ChooseStart(MysqlConnection* conn,
           return false;
         }
         *started = time;
+        if (name == files[0].name) oldest_began = time;
         return true;
       });
   *start = {file, 4};
+  // Binlog files are numbered from 1: an oldest kept file numbered above
+  // it had files before it, and if it began inside the window, they held
+  // part of the window.
+  const std::optional<uint64_t> oldest = BinlogFileNumber(files[0].name);
+  *purged =
+      file == files[0].name && oldest_began > since && oldest && *oldest > 1;
   return "";
 }
 
@@ -184,7 +194,8 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
   // choose again.
   for (int attempt = 1;; ++attempt) {
     BinlogPosition start;
-    if (std::string err = ChooseStart(&conn, &start); !err.empty()) {
+    bool purged = false;
+    if (std::string err = ChooseStart(&conn, &start, &purged); !err.empty()) {
       return err;
     }
     if (std::string err = RecordHistory(&conn, start); !err.empty()) {
@@ -196,6 +207,18 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
     BinlogStatus s = StartStreaming(start);
     if (s.ok()) {
       *floor_rv = *floor;
+      if (purged) {
+        // A watch that resumes from before the floor gets 410: a gap, as
+        // when the binlog is purged under a running walwatch.
+        LogError(
+            "the binlog of the replay window was purged (PURGE BINARY LOGS, "
+            "or the server's retention: binlog_expire_logs_seconds shorter "
+            "than --replay-window); watches that resume from before it must "
+            "relist",
+            {{"oldest_kept", start.file},
+             {"floor", FormatBinlogVersion(*floor)}});
+        ++stats->gaps;
+      }
       LogInfo("streaming",
               {{"server", mariadb_ ? "MariaDB" : "MySQL"},
                {"version", version.value_or("")},

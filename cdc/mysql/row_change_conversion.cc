@@ -29,6 +29,13 @@ void ToImage(const std::vector<BinlogValue>& values, RowImage* image) {
 
 }  // namespace
 
+std::vector<size_t> OverflowKeyColumns() {
+  return {static_cast<size_t>(MappedField::kGroup),
+          static_cast<size_t>(MappedField::kVersion),
+          static_cast<size_t>(MappedField::kResource),
+          static_cast<size_t>(MappedField::kCluster)};
+}
+
 std::vector<std::string> MappedColumnNames(const TableMapping& mapping) {
   return std::vector<std::string>(mapping.columns.begin(),
                                   mapping.columns.end());
@@ -46,15 +53,15 @@ std::string ToTransaction(const BinlogTransaction& in, Transaction* out) {
   out->commit_time_us = static_cast<int64_t>(in.commit_time) * 1000000;
   out->truncated = !in.table_statements.empty();
   out->overflowed = in.overflowed;
+  out->touched_unknown =
+      in.overflowed && (in.touched_unknown || in.touched.empty());
   for (const std::vector<std::string>& key : in.touched) {
     if (key.size() != 4) {
-      // Read without MariaDbSource's key columns: what it touched is unknown.
       out->touched_unknown = true;
-      break;
+      continue;
     }
     out->touched.insert({key[0], key[1], key[2], key[3]});
   }
-  if (in.overflowed && in.touched.empty()) out->touched_unknown = true;
   out->changes.reserve(in.changes.size());
   for (const BinlogRowChange& c : in.changes) {
     if (c.before.size() > kMappedFieldCount ||

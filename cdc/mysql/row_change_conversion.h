@@ -10,8 +10,9 @@
 // DELETE's row go to `identity`, complete (binlog_row_image=FULL is like
 // REPLICA IDENTITY FULL); nothing is ever kAbsent (the binlog has no TOAST).
 // A statement naming the table (TRUNCATE, DDL) sets `truncated`: watchers
-// relist. An overflowed transaction sets `overflowed` with touched_unknown,
-// since the reader keeps no keys of the changes it dropped.
+// relist. An overflowed transaction sets `overflowed`, with `touched` from
+// the reader's kept keys: BinlogReaderOptions::key_columns must be
+// OverflowKeyColumns(), else (or with a row without them) touched_unknown.
 //
 // Thread safety: pure functions.
 #ifndef WALWATCH_CDC_MYSQL_ROW_CHANGE_CONVERSION_H_
@@ -25,6 +26,10 @@
 #include "schema/table_mapping.h"
 
 namespace walwatch::mysql {
+
+// The key_columns a BinlogReader keeps for an overflowed transaction:
+// group, version, resource and cluster, in that order (Transaction::touched).
+std::vector<size_t> OverflowKeyColumns();
 
 // The columns a BinlogReader must read for `mapping`, in MappedField order,
 // so that row image index i is MappedField i.

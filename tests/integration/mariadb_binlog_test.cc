@@ -4,14 +4,15 @@
 // rotation, heartbeats, reconnecting from a saved position, and each error
 // it must tell apart. Every wait has a deadline sized for a slow machine and
 // waits on a condition.
+#include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "cdc/mysql/binlog_reader.h"
 #include "tests/integration/support/mariadb.h"
@@ -381,6 +382,12 @@ TEST_F(BinlogReaderTest, TruncateAndStatementLoggedChangesAreTableStatements) {
 TEST_F(BinlogReaderTest, ATransactionPastTheBoundKeepsNoChanges) {
   BinlogReaderOptions o = Options(db_, TestServerId() + 3);
   o.max_transaction_bytes = 4096;
+  // What it changed is kept: group, version, resource, cluster.
+  const std::vector<std::string> columns = MappedColumns();
+  for (const char* key : {"group", "version", "resource", "cluster"}) {
+    o.key_columns.push_back(static_cast<size_t>(
+        std::find(columns.begin(), columns.end(), key) - columns.begin()));
+  }
   BinlogReader small(server_->Tcp(server_->pw_user, server_->pw_password), o);
   ASSERT_TRUE(small.Open(start_).ok());
   Exec("BEGIN");
@@ -396,6 +403,9 @@ TEST_F(BinlogReaderTest, ATransactionPastTheBoundKeepsNoChanges) {
   EXPECT_TRUE(big.overflowed);
   EXPECT_TRUE(big.changes.empty());
   EXPECT_EQ(big.bytes, 0u);
+  EXPECT_EQ(big.touched,
+            (std::set<std::vector<std::string>>{{"", "v1", "pods", "c1"}}));
+  EXPECT_FALSE(big.touched_unknown);
   ASSERT_EQ(NextTableTransaction(&small, kDeadline, &after), "");
   EXPECT_FALSE(after.overflowed);
   ASSERT_EQ(after.changes.size(), 1u);

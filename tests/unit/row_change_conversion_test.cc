@@ -126,6 +126,10 @@ TEST(RowChangeConversion, AnOverflowTouchesItsKeysOnly) {
   unkeyed.touched.clear();
   ASSERT_EQ(ToTransaction(unkeyed, &out), "");
   EXPECT_TRUE(out.touched_unknown);
+
+  big.touched_unknown = true;  // a row with a NULL key column
+  ASSERT_EQ(ToTransaction(big, &out), "");
+  EXPECT_TRUE(out.touched_unknown);
 }
 
 TEST(RowChangeConversion, RowsReadWithOtherColumnsAreRefused) {

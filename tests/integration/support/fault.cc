@@ -355,9 +355,9 @@ void FaultWriter::ForgetAllObjects() {
   if (thread_.joinable()) {
     return ::testing::AssertionFailure() << "WriteTail before Stop";
   }
-  std::unique_ptr<PgConnection> conn;
+  std::unique_ptr<FaultStore> conn;
   try {
-    conn = std::make_unique<PgConnection>(options_.conninfo);
+    conn = Connect();
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "tail write: " << e.what();
   }
@@ -383,7 +383,7 @@ void FaultWriter::ForgetAllObjects() {
     o.seq = seq;
     o.stored = ObjectFor(o, seq);
     try {
-      Insert(*conn, o);
+      conn->Insert(RowOf(o));
     } catch (const std::exception& e) {
       return ::testing::AssertionFailure() << "tail write: " << e.what();
     }
@@ -436,7 +436,12 @@ std::vector<ExpectedEvent> FaultWriter::Log(size_t from) const {
                                     log_.end());
 }
 
-bool FaultWriter::Reconnect(std::unique_ptr<PgConnection>* conn) {
+std::unique_ptr<FaultStore> FaultWriter::Connect() const {
+  return options_.connect ? options_.connect()
+                          : PgFaultStore(options_.conninfo);
+}
+
+bool FaultWriter::Reconnect(std::unique_ptr<FaultStore>* conn) {
   conn->reset();
   auto deadline = Clock::now() + options_.reconnect_timeout;
   std::string last;
@@ -449,7 +454,7 @@ bool FaultWriter::Reconnect(std::unique_ptr<PgConnection>* conn) {
       }
     }
     try {
-      *conn = std::make_unique<PgConnection>(options_.conninfo);
+      *conn = Connect();
       return true;
     } catch (const std::exception& e) {
       last = e.what();
@@ -463,7 +468,7 @@ bool FaultWriter::Reconnect(std::unique_ptr<PgConnection>* conn) {
 }
 
 void FaultWriter::Loop() {
-  std::unique_ptr<PgConnection> conn;
+  std::unique_ptr<FaultStore> conn;
   if (!Reconnect(&conn)) return;
   for (;;) {
     {
@@ -483,17 +488,86 @@ void FaultWriter::Loop() {
   }
 }
 
-void FaultWriter::Insert(PgConnection& conn, const Object& o) {
-  conn.Query(
-      "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
-      "namespace, name, uid, resource_version, object, created_at, "
-      "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, "
-      "now(), now())",
-      {o.group, o.version, o.resource, o.kind, o.cluster, o.ns, o.name, o.uid,
-       std::to_string(o.seq), o.stored.dump()});
+FaultStore::Row FaultWriter::RowOf(const Object& o) {
+  return {o.group, o.version, o.resource, o.kind, o.cluster,
+          o.ns,    o.name,    o.uid,      o.seq,  o.stored.dump()};
 }
 
-bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
+namespace {
+
+class PgStore : public FaultStore {
+ public:
+  explicit PgStore(const std::string& conninfo) : conn_(conninfo) {}
+
+  void Insert(const Row& r) override {
+    conn_.Query(
+        "INSERT INTO resources (\"group\", version, resource, kind, cluster, "
+        "namespace, name, uid, resource_version, object, created_at, "
+        "synced_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, "
+        "now(), now())",
+        {r.group, r.version, r.resource, r.kind, r.cluster, r.ns, r.name, r.uid,
+         std::to_string(r.seq), r.object});
+  }
+  bool Update(const Row& r) override {
+    std::vector<std::string> p = Key(r);
+    p.push_back(r.object);
+    p.push_back(std::to_string(r.seq));
+    p.push_back(r.uid);
+    return conn_
+               .Query(std::string("UPDATE resources SET created_at = now(), "
+                                  "object = $7::jsonb, resource_version = $8, "
+                                  "uid = $9, synced_at = now() ") +
+                          kWhere + " RETURNING 1",
+                      p)
+               .size() == 1;
+  }
+  bool Delete(const Row& r) override {
+    return conn_
+               .Query(std::string("DELETE FROM resources ") + kWhere +
+                          " RETURNING 1",
+                      Key(r))
+               .size() == 1;
+  }
+  bool RecordEvent(const Row& r, const std::string& reason,
+                   const std::string& value) override {
+    // Written so that it also works when a test has changed `events` to
+    // text.
+    return conn_
+               .Query(
+                   "UPDATE resources SET events = (COALESCE(events::jsonb, "
+                   "'{}'::jsonb) || jsonb_build_object($1::text, $2::text)), "
+                   "event_resource_versions = "
+                   "(COALESCE(event_resource_versions, '{}'::jsonb) || "
+                   "jsonb_build_object($1::text, $2::text)) "
+                   "WHERE cluster = $3 AND uid = $4 RETURNING 1",
+                   {reason, value, r.cluster, r.uid})
+               .size() == 1;
+  }
+  std::optional<std::string> StoredSeq(const Row& r) override {
+    auto rows = conn_.Query(
+        std::string("SELECT object->'spec'->>'seq' FROM resources ") + kWhere,
+        Key(r));
+    if (rows.empty()) return std::nullopt;
+    return rows[0][0];
+  }
+
+ private:
+  static constexpr char kWhere[] =
+      "WHERE cluster = $1 AND \"group\" = $2 AND version = $3 AND "
+      "resource = $4 AND namespace = $5 AND name = $6";
+  static std::vector<std::string> Key(const Row& r) {
+    return {r.cluster, r.group, r.version, r.resource, r.ns, r.name};
+  }
+  PgConnection conn_;
+};
+
+}  // namespace
+
+std::unique_ptr<FaultStore> PgFaultStore(const std::string& conninfo) {
+  return std::make_unique<PgStore>(conninfo);
+}
+
+bool FaultWriter::WriteOne(std::unique_ptr<FaultStore>* conn) {
   size_t index = rng_() % objects_.size();
   Object& o = objects_[index];
   enum class Op { kInsert, kUpdate, kDelete, kRecord } op;
@@ -518,49 +592,21 @@ bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
     next.exists = true;
   }
   if (op == Op::kDelete) next.exists = false;
-  const std::vector<std::string> key = {o.cluster, o.group, o.version,
-                                        o.resource, o.ns, o.name};
-  const char* kWhere =
-      "WHERE cluster = $1 AND \"group\" = $2 AND version = $3 AND "
-      "resource = $4 AND namespace = $5 AND name = $6";
+  FaultStore::Row row = RowOf(next);
+  if (op == Op::kDelete || op == Op::kRecord) row = RowOf(o);
 
-  auto run = [&](PgConnection& c) {
+  auto run = [&](FaultStore& c) {
     switch (op) {
       case Op::kInsert:
-        Insert(c, next);
+        c.Insert(row);
         return true;
-      case Op::kUpdate: {
-        std::vector<std::string> p = key;
-        p.push_back(next.stored.dump());
-        p.push_back(std::to_string(seq));
-        p.push_back(next.uid);
-        auto rows = c.Query(
-            std::string("UPDATE resources SET created_at = now(), object = "
-                        "$7::jsonb, resource_version = $8, uid = $9, "
-                        "synced_at = now() ") +
-                kWhere + " RETURNING 1",
-            p);
-        return rows.size() == 1;
-      }
-      case Op::kDelete: {
-        auto rows = c.Query(
-            std::string("DELETE FROM resources ") + kWhere + " RETURNING 1",
-            key);
-        return rows.size() == 1;
-      }
-      case Op::kRecord: {
-        // Clusterpedia's event recording; written so that it also works
-        // when a test has changed `events` to text.
-        auto rows = c.Query(
-            "UPDATE resources SET events = (COALESCE(events::jsonb, "
-            "'{}'::jsonb) || jsonb_build_object($1::text, $2::text)), "
-            "event_resource_versions = (COALESCE(event_resource_versions, "
-            "'{}'::jsonb) || jsonb_build_object($1::text, $2::text)) "
-            "WHERE cluster = $3 AND uid = $4 RETURNING 1",
-            {"reason" + std::to_string(seq % 5), std::to_string(seq),
-             o.cluster, o.uid});
-        return rows.size() == 1;
-      }
+      case Op::kUpdate:
+        return c.Update(row);
+      case Op::kDelete:
+        return c.Delete(row);
+      case Op::kRecord:
+        return c.RecordEvent(row, "reason" + std::to_string(seq % 5),
+                             std::to_string(seq));
     }
     return false;
   };
@@ -584,19 +630,14 @@ bool FaultWriter::WriteOne(std::unique_ptr<PgConnection>* conn) {
     for (;;) {
       if (!Reconnect(conn)) return false;
       try {
-        auto rows = (*conn)->Query(
-            std::string("SELECT object->'spec'->>'seq' FROM resources ") +
-                kWhere,
-            key);
-        std::optional<std::string> stored_seq;
-        if (!rows.empty()) stored_seq = rows[0][0];
+        const std::optional<std::string> stored_seq = (*conn)->StoredSeq(row);
         switch (op) {
           case Op::kInsert:
           case Op::kUpdate:
             committed = stored_seq && *stored_seq == std::to_string(seq);
             break;
           case Op::kDelete:
-            committed = rows.empty();
+            committed = !stored_seq;
             break;
           case Op::kRecord:
             committed = false;  // no event either way

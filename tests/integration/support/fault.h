@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,38 @@ class TcpProxy {
 };
 
 // ---------------------------------------------------------------------------
+// One connection of FaultWriter to the database it writes: each write's SQL
+// in that database's dialect (PgFaultStore; MariaDB's is in
+// support/mariadb_fault.h). Every method throws std::exception on an error
+// (a cut connection, a server going down); the writer then opens a new
+// connection and reads the row back to learn whether the write committed.
+class FaultStore {
+ public:
+  // A row of `resources` as the writer writes it.
+  struct Row {
+    std::string group, version, resource, kind, cluster, ns, name, uid;
+    uint64_t seq = 0;    // resource_version
+    std::string object;  // the object's JSON
+  };
+  virtual ~FaultStore() = default;
+  virtual void Insert(const Row& row) = 0;
+  // GORM's UPDATE of the row with row's key (cluster, group, version,
+  // resource, namespace, name) to `row`; false if no row matched.
+  virtual bool Update(const Row& row) = 0;
+  virtual bool Delete(const Row& row) = 0;
+  // Clusterpedia's event recording on the row of (row.cluster, row.uid):
+  // only the events columns change.
+  virtual bool RecordEvent(const Row& row, const std::string& reason,
+                           const std::string& value) = 0;
+  // spec.seq of the object stored under row's key; nullopt if no row.
+  virtual std::optional<std::string> StoredSeq(const Row& row) = 0;
+};
+// Opens a FaultStore; throws if it cannot connect.
+using FaultStoreFactory = std::function<std::unique_ptr<FaultStore>()>;
+// PostgreSQL's FaultStore on `conninfo`.
+std::unique_ptr<FaultStore> PgFaultStore(const std::string& conninfo);
+
+// ---------------------------------------------------------------------------
 // What a watcher must receive for one write.
 struct ExpectedEvent {
   uint64_t write = 0;  // index in the writer's log (order of commit)
@@ -100,7 +133,8 @@ struct ExpectedEvent {
 class FaultWriter {
  public:
   struct Options {
-    std::string conninfo;
+    std::string conninfo;  // PostgreSQL's, if `connect` is not set
+    FaultStoreFactory connect;
     uint64_t seed = 1;
     std::chrono::microseconds pause{2000};  // between writes
     std::chrono::seconds reconnect_timeout{90};
@@ -142,11 +176,12 @@ class FaultWriter {
     nlohmann::json stored;
   };
   void Loop();
-  bool WriteOne(std::unique_ptr<PgConnection>* conn);
-  bool Reconnect(std::unique_ptr<PgConnection>* conn);
+  bool WriteOne(std::unique_ptr<FaultStore>* conn);
+  bool Reconnect(std::unique_ptr<FaultStore>* conn);
+  std::unique_ptr<FaultStore> Connect() const;
   nlohmann::json ObjectFor(const Object& o, uint64_t seq) const;
-  // INSERTs `o` as it is stored at o.seq (its resource_version).
-  static void Insert(PgConnection& conn, const Object& o);
+  // `o` as its row (resource_version o.seq, the object o.stored).
+  static FaultStore::Row RowOf(const Object& o);
 
   Options options_;
   std::mt19937_64 rng_;

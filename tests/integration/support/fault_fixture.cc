@@ -23,10 +23,7 @@ namespace walwatch::itest {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-namespace {
-
-// The same selection as `f`, for support/model.h's checker.
-ModelFilter ToModelFilter(const WatchFilter& f) {
+ModelFilter FaultTest::ToModelFilter(const WatchFilter& f) {
   ModelFilter m;
   if (f.kind == "Pod") {
     m.resource = {"", "v1", "pods", "Pod", true};
@@ -37,8 +34,6 @@ ModelFilter ToModelFilter(const WatchFilter& f) {
   m.ns = f.ns;
   return m;
 }
-
-}  // namespace
 
 bool FileExists(const std::string& path) {
   struct stat st;
@@ -218,10 +213,19 @@ uint64_t FaultTest::Marker() {
   return MarkerCommitLsn(Conninfo(), "fault_marker");
 }
 
+ModelState FaultTest::SqlState(const WatchFilter& f) {
+  PgConnection conn(Conninfo());
+  return QueryModelState(conn, ToModelFilter(f));
+}
+
+FaultStoreFactory FaultTest::WriterStore() {
+  return [conninfo = Conninfo()] { return PgFaultStore(conninfo); };
+}
+
 // --- The writer and the watchers ----------------------------------------------
 
 FaultWriter& FaultTest::StartWriter(FaultWriter::Options options) {
-  options.conninfo = Conninfo();
+  options.connect = WriterStore();
   options.seed = seed_;
   writer_ = std::make_unique<FaultWriter>(options);
   writer_->Start();
@@ -241,10 +245,8 @@ FaultWriter& FaultTest::StartWriter(FaultWriter::Options options) {
 std::vector<FaultWatcher*> FaultTest::StartWatchers(
     const WalwatchProcess& ww, uint64_t rv, FaultWatcher::Policy policy) {
   std::vector<FaultWatcher*> started;
-  PgConnection conn(Conninfo());
   for (const auto& f : Filters()) {
-    initial_states_[all_watchers_.size()] =
-        QueryModelState(conn, ToModelFilter(f));
+    initial_states_[all_watchers_.size()] = SqlState(f);
     all_watchers_.push_back(
         std::make_unique<FaultWatcher>(ww.socket_path(), f, rv, policy));
     auto r = all_watchers_.back()->Start();
@@ -284,7 +286,6 @@ void FaultTest::StopWriterAndCheckExact(
     for (const auto& e : log_of(i)) n += all[i]->filter().Matches(e);
     all[i]->WaitForEvents(n, deadline);
   }
-  PgConnection conn(Conninfo());
   for (size_t i = 0; i < all.size(); ++i) {
     FaultWatcher* w = all[i];
     const auto& log = log_of(i);
@@ -302,9 +303,8 @@ void FaultTest::StopWriterAndCheckExact(
       }
     }
     EXPECT_EQ(contradictions, 0u) << w->filter().path;
-    EXPECT_TRUE(CompareModelStates(
-        QueryModelState(conn, ToModelFilter(w->filter())), model.state(),
-        &model))
+    EXPECT_TRUE(
+        CompareModelStates(SqlState(w->filter()), model.state(), &model))
         << w->filter().path;
   }
   size_t total = 0;

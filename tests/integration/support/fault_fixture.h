@@ -25,6 +25,9 @@
 // Helpers that assert fatally return void: call them inside
 // ASSERT_NO_FATAL_FAILURE where the test must stop on their failure.
 //
+// The database is PostgreSQL unless a subclass overrides the hooks marked
+// "(a hook)": support/mariadb_fault.h runs the same script on MariaDB.
+//
 // Run with `make test-fault` (ctest -L fault). WALWATCH_FAULT_HUGE_ROWS
 // changes the huge transaction's row count (default 100000, ~325 MB);
 // WALWATCH_TEST_KEEP_LOGS=1 keeps walwatch's and PostgreSQL's logs.
@@ -138,8 +141,8 @@ class FaultTest : public ::testing::Test {
   // (marker transactions) and other_table (filtered out by walwatch).
   void StartCluster(PgCluster::Options options = {});
   // walwatch on the cluster as `s` says (a proxy first, if through one),
-  // ready; ww_ is it.
-  void LaunchWalwatch(const Scenario& s);
+  // ready; ww_ is it. (A hook.)
+  virtual void LaunchWalwatch(const Scenario& s);
   // The watchers of Filters() from a new marker (start_rv_), with the
   // scenario's policy, then the writer, and the scenario's first writes.
   // watchers() are these watchers.
@@ -166,8 +169,14 @@ class FaultTest : public ::testing::Test {
   WalwatchProcess& Spawn(WalwatchOptions options);
 
   // The commit LSN of a new transaction on fault_marker: the start RV for
-  // watches that must see exactly the writes after it.
-  uint64_t Marker();
+  // watches that must see exactly the writes after it. (A hook.)
+  virtual uint64_t Marker();
+  // The rows `f` selects, as SQL holds them now. (A hook.)
+  virtual ModelState SqlState(const WatchFilter& f);
+  // How the writer connects. (A hook.)
+  virtual FaultStoreFactory WriterStore();
+  // The same selection as `f`, for support/model.h's checker.
+  static ModelFilter ToModelFilter(const WatchFilter& f);
 
   // --- The writer and the watchers ----------------------------------------
 
@@ -295,11 +304,11 @@ class FaultTest : public ::testing::Test {
   WalwatchOptions ww_options_;
   int metrics_port_ = 0;
   Replication holder_;
+  Scenario scenario_;  // LaunchWalwatch's
 
  private:
   const ModelState& InitialState(const FaultWatcher* w);
 
-  Scenario scenario_;
   uint64_t start_rv_ = 0;
   std::vector<FaultWatcher*> watchers_0_;
   std::vector<std::unique_ptr<FaultWatcher>> all_watchers_;

@@ -1,0 +1,355 @@
+// The fault suite on MariaDB (issue 21): the server restarted and crashed,
+// walwatch terminated and killed, its connection cut and silently stalled,
+// the binlog rotated under load and purged past walwatch's position, DDL on
+// the table, and a 100k-row transaction. A writer writes throughout and
+// five watchers read; each test ends with every watcher's events exactly
+// the committed writes, once and in order, and its state equal to SQL -- or
+// an exact prefix and an explicit 410 where the fault demands a relist, and
+// exact watches after it. The script: support/mariadb_fault.h on
+// support/fault_fixture.h.
+//
+// Tests that stop, crash or purge the server run a private one; the others
+// share ctest's `mariadb` server, each in a database of its own.
+#include "tests/integration/support/mariadb_fault.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace walwatch::itest {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kReconnecting[] = "reconnecting to MySQL/MariaDB";
+constexpr char kRelist[] = "the table was truncated; every watcher must relist";
+
+// --- 1. The server restarted (a clean shutdown) and crashed (SIGKILL) -------
+
+class MariaDbServerFaultTest : public MariaDbFaultTest,
+                               public ::testing::WithParamInterface<bool> {};
+
+TEST_P(MariaDbServerFaultTest, WatchersKeepTheirStreamsAndMissNothing) {
+  const bool crash = GetParam();
+  ASSERT_NO_FATAL_FAILURE(BeginOnMariaDb(Scenario(), /*private_server=*/true));
+  ASSERT_TRUE(crash ? KillServer() : ShutDownServer());
+  // Down for a while: walwatch's reconnects are refused, with backoff.
+  ASSERT_GE(WaitForLogLines(*ww_, kReconnecting, 2, seconds(30)).size(), 2u);
+  ASSERT_TRUE(StartServerAgain());
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase));
+  StopWriterAndCheckExact(watchers());
+  EXPECT_GE(Metric("walwatch_reconnects_total").value_or(0), 1.0);
+  EXPECT_EQ(Metric("walwatch_history_resets_total").value_or(-1), 0.0);
+  EXPECT_EQ(Metric("walwatch_stream_gaps_total").value_or(-1), 0.0);
+  EXPECT_TRUE(ww_->Running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Server, MariaDbServerFaultTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return std::string(info.param ? "Crash" : "Restart");
+                         });
+
+// --- 2. walwatch terminated (SIGTERM) and killed (SIGKILL), restarted -------
+
+class MariaDbWalwatchRestartTest : public MariaDbFaultTest,
+                                   public ::testing::WithParamInterface<int> {};
+
+TEST_P(MariaDbWalwatchRestartTest, WatchersResumeFromTheirLastRvWithout410) {
+  const int signal = GetParam();
+  ASSERT_NO_FATAL_FAILURE(BeginOnMariaDb(Scenario().Resuming()));
+  if (signal == SIGTERM) {
+    ASSERT_NO_FATAL_FAILURE(SigtermExpectingCleanExit(*ww_, seconds(30)));
+  } else {
+    ASSERT_EQ(kill(ww_->pid(), SIGKILL), 0);
+    ASSERT_TRUE(ww_->WaitExit(seconds(10)).has_value());
+  }
+  // Written while no walwatch runs: the new one reads them from its replay
+  // window (the binlog), where the watchers' RVs lie.
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  ASSERT_NE(Relaunch(), nullptr);
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  StopWriterAndCheckExact(watchers());
+  for (auto* w : watchers()) {
+    EXPECT_GE(w->Snapshot().reconnects, 1u) << w->filter().path;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Signal, MariaDbWalwatchRestartTest,
+                         ::testing::Values(SIGTERM, SIGKILL),
+                         [](const auto& info) {
+                           return std::string(
+                               info.param == SIGTERM ? "Sigterm" : "Sigkill");
+                         });
+
+// --- 3. A cut connection, and a silently stalled one ------------------------
+
+class MariaDbConnectionFaultTest : public MariaDbFaultTest {
+ protected:
+  // Through the proxy; heartbeats every second, and a connection silent
+  // for 5 s is dead.
+  static Scenario Proxied() {
+    return Scenario().ThroughProxy().Args(
+        {"--status-interval", "1s", "--replication-timeout", "5s"});
+  }
+};
+
+TEST_F(MariaDbConnectionFaultTest, ACutConnectionIsReopenedWithNothingLost) {
+  ASSERT_NO_FATAL_FAILURE(BeginOnMariaDb(Proxied()));
+  const double before = Metric("walwatch_reconnects_total").value_or(-1);
+  ASSERT_GE(proxy_->CutAll(), 1u);
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  EXPECT_EQ(WaitForMetric("walwatch_reconnects_total", before + 1, seconds(30)),
+            before + 1);
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  StopWriterAndCheckExact(watchers());
+}
+
+TEST_F(MariaDbConnectionFaultTest, AStalledConnectionIsNoticedAndReopened) {
+  ASSERT_NO_FATAL_FAILURE(BeginOnMariaDb(Proxied()));
+  const auto stalled_at = Clock::now();
+  proxy_->SetStalled(true);
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  // Nothing arrives, not even a heartbeat: after --replication-timeout
+  // walwatch gives the connection up and connects again.
+  const auto lines = WaitForLogLines(*ww_, kReconnecting, 1, seconds(30));
+  const auto noticed = Clock::now();
+  proxy_->SetStalled(false);
+  ASSERT_FALSE(lines.empty()) << "walwatch did not notice the stall";
+  std::cerr
+      << "[fault] the stall was noticed after "
+      << std::chrono::duration_cast<milliseconds>(noticed - stalled_at).count()
+      << " ms\n";
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
+  StopWriterAndCheckExact(watchers());
+  EXPECT_GE(Metric("walwatch_reconnects_total").value_or(0), 1.0);
+}
+
+// --- 4. Binlog rotation under load ------------------------------------------
+
+TEST_F(MariaDbFaultTest, RotationUnderLoadKeepsRvsIncreasingAcrossFiles) {
+  ASSERT_NO_FATAL_FAILURE(
+      BeginOnMariaDb(Scenario().FirstWrites(kWritesPerPhase / 3)));
+  constexpr int kRotations = 8;
+  for (int i = 0; i < kRotations; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Sql("FLUSH BINARY LOGS"));
+    ASSERT_TRUE(MoreWrites(kWritesPerPhase / 6));
+  }
+  StopWriterAndCheckExact(watchers());
+  // The RVs increase (checked above) across files: each rotation's writes
+  // carry a file number of their own.
+  std::set<uint64_t> files;
+  for (const auto& e : watchers()[0]->Snapshot().events) {
+    files.insert(e.rv() / 10000000000ull);
+  }
+  EXPECT_GE(files.size(), static_cast<size_t>(kRotations + 1));
+}
+
+// --- 5. The binlog purged past walwatch's position while it is stopped ------
+
+TEST_F(MariaDbFaultTest, ABinlogPurgedWhileWalwatchIsStoppedGives410) {
+  ASSERT_NO_FATAL_FAILURE(
+      BeginOnMariaDb(Scenario().Resuming(), /*private_server=*/true));
+  ASSERT_NO_FATAL_FAILURE(SigtermExpectingCleanExit(*ww_, seconds(30)));
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  writer_->Pause();
+  std::string kept;
+  ASSERT_TRUE(PurgeAllButTheCurrentBinlog(&kept));
+  writer_->Resume();
+  ASSERT_NE(Relaunch(), nullptr);
+  // The watchers resume from RVs in purged files: 410 for every one.
+  ExpectAllExpired(watchers());
+  if (HasFailure()) return;  // no 410: relisting would only time out
+  ASSERT_NO_FATAL_FAILURE(ExpectAWatchFromIsExpiredAtOnce(start_rv()));
+  size_t logged = 0;
+  for (const auto& line : ww_->LogLines()) {
+    logged += line.value("msg", "").find("was purged") != std::string::npos;
+  }
+  EXPECT_EQ(logged, 1u) << ww_->StderrText();
+  EXPECT_EQ(Metric("walwatch_stream_gaps_total"), 1.0)
+      << "walwatch_stream_gaps_total";
+  RelistAndCheckExact();
+}
+
+// --- 6. DDL on the table ----------------------------------------------------
+
+class MariaDbDdlTest : public MariaDbFaultTest,
+                       public ::testing::WithParamInterface<const char*> {};
+
+// The binlog logs DDL as a statement whose effect on rows walwatch cannot
+// see: every watcher gets 410 (README, PROTOCOL.md "Rows to events"), a
+// watch from before it is told to relist at once, and after the relist the
+// events flow again and match SQL.
+TEST_P(MariaDbDdlTest, EveryWatcherRelistsThenEventsFlowAgain) {
+  const std::string statement = GetParam();
+  ASSERT_NO_FATAL_FAILURE(
+      BeginOnMariaDb(Scenario().FirstWrites(kWritesPerPhase / 2)));
+  // The replay window holds this test's own CREATE TABLE, a relist too.
+  const size_t relists_before = LogLines(*ww_, kRelist).size();
+  writer_->Pause();
+  ASSERT_NO_FATAL_FAILURE(Sql(statement));
+  if (statement.rfind("TRUNCATE", 0) == 0) writer_->ForgetAllObjects();
+  writer_->Resume();
+  ExpectAllExpired(watchers());
+  if (HasFailure()) return;
+  EXPECT_EQ(LogLines(*ww_, kRelist).size(), relists_before + 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectAWatchFromIsExpiredAtOnce(start_rv()));
+  RelistAndCheckExact();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ddl, MariaDbDdlTest,
+    ::testing::Values("ALTER TABLE resources ADD COLUMN fault_x int",
+                      "TRUNCATE TABLE resources"),
+    [](const auto& info) {
+      return std::string(info.index == 0 ? "AlterTableAddColumn" : "Truncate");
+    });
+
+// --- 7. A 100k-row transaction ----------------------------------------------
+
+class MariaDbHugeTransactionTest : public MariaDbFaultTest,
+                                   public ::testing::WithParamInterface<bool> {
+ protected:
+  void TearDown() override {
+    StopSampling();
+    MariaDbFaultTest::TearDown();
+  }
+  // WALWATCH_FAULT_HUGE_ROWS overrides the row count, as on PostgreSQL.
+  static size_t Rows() {
+    const char* v = std::getenv("WALWATCH_FAULT_HUGE_ROWS");
+    return v && *v ? std::stoul(v) : 100000;
+  }
+  void StartSampling(pid_t pid) {
+    sampling_ = true;
+    sampler_ = std::thread([this, pid] {
+      while (sampling_) {
+        max_rss_ = std::max<uint64_t>(max_rss_, ProcessRssBytes(pid));
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    });
+  }
+  void StopSampling() {
+    if (!sampler_.joinable()) return;
+    sampling_ = false;
+    sampler_.join();
+  }
+
+  std::thread sampler_;
+  std::atomic<bool> sampling_{false};
+  std::atomic<uint64_t> max_rss_{0};
+};
+
+// One INSERT ... SELECT of 100k ~1 KB pods (a cluster's worth), into the
+// watched table or into another one: walwatch's memory stays bounded,
+// nothing times out, and the watches of pods in every cluster get a 410
+// (the transaction exceeds what --max-log-bytes keeps) while the others go
+// on exact; a transaction of another table reaches nobody, and everyone
+// stays exact.
+TEST_P(MariaDbHugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
+  const bool watched = GetParam();
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*private_server=*/true));
+  ASSERT_NO_FATAL_FAILURE(LaunchWalwatch(
+      Scenario()
+          .MaxLogBytes("64Mi")
+          .Args({"--status-interval", "1s", "--replication-timeout", "10s"})
+          .FirstWrites(kWritesPerPhase / 3)));
+  // The replay window holds this test's own CREATE TABLE, a barrier.
+  const double barriers_before = Metric("walwatch_barriers_total").value_or(-1);
+  const pid_t pid = ww_->pid();
+  const uint64_t baseline_rss = ProcessRssBytes(pid);
+  StartSampling(pid);
+  ASSERT_NO_FATAL_FAILURE(StartTraffic());
+
+  const size_t rows = Rows();
+  const std::string object =
+      "JSON_OBJECT('apiVersion', 'v1', 'kind', 'Pod', 'metadata', "
+      "JSON_OBJECT('name', CONCAT('huge-', seq), 'namespace', 'huge', 'uid', "
+      "CONCAT('uid-huge-', seq), 'resourceVersion', '1', 'annotations', "
+      "JSON_OBJECT('shadow.clusterpedia.io/cluster-name', 'huge')), 'spec', "
+      "JSON_OBJECT('seq', 0, 'data', REPEAT(MD5(seq), 28)))";
+  const std::string source = " FROM seq_1_to_" + std::to_string(rows);
+  const auto t0 = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(Sql(
+      watched ? "INSERT INTO resources (`group`, version, resource, kind, "
+                "cluster, namespace, name, uid, resource_version, object, "
+                "created_at, synced_at) SELECT '', 'v1', 'pods', 'Pod', "
+                "'huge', 'huge', CONCAT('huge-', seq), CONCAT('uid-huge-', "
+                "seq), '1', " +
+                    object + ", NOW(3), NOW(3)" + source
+              : "INSERT INTO other_table (payload) SELECT " + object + source));
+  const auto inserted = Clock::now();
+  const uint64_t after = Marker();  // commits after the huge transaction
+  const uint64_t bytes = std::stoull(SqlValue(
+      watched ? "SELECT SUM(LENGTH(object)) FROM resources WHERE cluster = "
+                "'huge'"
+              : "SELECT SUM(LENGTH(payload)) FROM other_table"));
+  ASSERT_TRUE(WaitForCurrentRv(after, seconds(180)));
+  const auto read = Clock::now();
+  ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
+  StopSampling();
+  const uint64_t peak = ProcessPeakRssBytes(pid);
+  std::cerr << "[fault] huge transaction on "
+            << (watched ? "the watched table" : "another table") << ": " << rows
+            << " rows, " << bytes / 1000000 << " MB of objects; insert "
+            << std::chrono::duration_cast<milliseconds>(inserted - t0).count()
+            << " ms, read by walwatch after "
+            << std::chrono::duration_cast<milliseconds>(read - inserted).count()
+            << " ms more; walwatch RSS baseline " << baseline_rss / 1000000
+            << " MB, max sampled " << max_rss_ / 1000000 << " MB, VmHWM "
+            << peak / 1000000 << " MB\n";
+  if (rows >= 100000) {
+    EXPECT_GE(bytes, 100u * 1000 * 1000);
+  }
+  // 64 MiB of log, of which one transaction may hold half while it is
+  // assembled, and the process's own tens of MB: well below what the
+  // transaction held whole would need on top.
+  EXPECT_LT(peak, 200u * 1000 * 1000);
+  EXPECT_TRUE(LogLines(*ww_, kReconnecting).empty())
+      << "walwatch gave its connection up while the transaction streamed";
+  EXPECT_TRUE(ww_->Running());
+
+  if (!watched) {
+    StopWriterAndCheckExact(watchers());
+    EXPECT_EQ(Metric("walwatch_barriers_total").value_or(-1), barriers_before);
+    return;
+  }
+  // Pods in cluster `huge` are lost to the log: the watches of pods in
+  // every cluster get 410; those of c1's pods and of deployments go on.
+  std::vector<FaultWatcher*> touched, untouched;
+  for (auto* w : watchers()) {
+    const bool pods_everywhere =
+        w->filter().kind == "Pod" && w->filter().cluster.empty();
+    (pods_everywhere ? touched : untouched).push_back(w);
+  }
+  ExpectAllExpired(touched);
+  for (auto* w : untouched) {
+    EXPECT_FALSE(w->expired()) << w->filter().path << " was ended";
+  }
+  EXPECT_EQ(Metric("walwatch_barriers_total").value_or(-1),
+            barriers_before + 1);
+  EXPECT_EQ(LogLines(*ww_,
+                     "a transaction is larger than --max-log-bytes "
+                     "allows; the watches of the resources it "
+                     "changed must relist")
+                .size(),
+            1u);
+  if (HasFailure()) return;
+  RelistAndCheckExact(untouched);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, MariaDbHugeTransactionTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return std::string(info.param ? "Watched"
+                                                         : "OtherTable");
+                         });
+
+}  // namespace
+}  // namespace walwatch::itest
