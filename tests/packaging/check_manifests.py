@@ -58,6 +58,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -319,7 +320,7 @@ def parse_flags(args, binary):
 
 def read_dockerfile(path):
     info = {"entrypoint": "/usr/bin/walwatch", "env": {}, "expose": [],
-            "user": None}
+            "user": None, "packages": []}
     if not os.path.exists(path):
         return info
     with open(path) as f:
@@ -342,7 +343,66 @@ def read_dockerfile(path):
         m = re.match(r"^\s*USER\s+(\S+)", line)
         if m:
             info["user"] = m.group(1)
+        # The packages the final stage installs (apt-get install ... &&).
+        for m in re.finditer(r"apt-get install\s+(.*?)(?:&&|$)", line):
+            info["packages"] += [w for w in m.group(1).split()
+                                 if not w.startswith("-")]
     return info
+
+
+def essential_closure():
+    """The installed packages that Essential ones need (Pre-Depends and
+    Depends, transitively): what every Debian image, slim ones too, has."""
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f",
+         "${Package}\t${Essential}\t${Pre-Depends}, ${Depends}\n"],
+        capture_output=True, text=True, timeout=60).stdout
+    deps, todo = {}, []
+    for line in out.splitlines():
+        name, essential, rel = (line.split("\t") + ["", ""])[:3]
+        deps[name] = [re.split(r"[\s:(]", alt.strip())[0]
+                      for alt in re.split(r"[,|]", rel) if alt.strip()]
+        if essential == "yes":
+            todo.append(name)
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in deps:
+            continue
+        seen.add(name)
+        todo += deps[name]
+    return seen
+
+
+def check_image_libraries(binary, docker):
+    """Each library the binary links directly (DT_NEEDED) comes, on this
+    Debian machine, from a package the Dockerfile's final stage installs,
+    or from one that every Debian image has (essential_closure)."""
+    base = essential_closure()
+    r = subprocess.run(["readelf", "-d", binary], capture_output=True,
+                       text=True, timeout=30)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", r.stdout)
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True,
+                         timeout=30).stdout
+    paths = dict(re.findall(r"^\s*(\S+) => (/\S+)", ldd, re.M))
+    missing = []
+    for lib in needed:
+        if lib not in paths:
+            continue  # the dynamic loader itself, or a vDSO
+        owner = subprocess.run(["dpkg", "-S", os.path.realpath(paths[lib])],
+                               capture_output=True, text=True, timeout=30)
+        if owner.returncode != 0:
+            owner = subprocess.run(["dpkg", "-S", paths[lib]],
+                                   capture_output=True, text=True, timeout=30)
+        if owner.returncode != 0:
+            missing.append(f"{lib} (no package owns {paths[lib]})")
+            continue
+        pkg = owner.stdout.split(":")[0].strip()
+        if pkg not in docker["packages"] and pkg not in base:
+            missing.append(f"{lib} ({pkg})")
+    check(needed and not missing, "Dockerfile: the image installs every "
+          f"library walwatch links ({len(needed)})",
+          f"not installed: {missing}")
 
 
 # ---------------------------------------------------------------------------
@@ -947,6 +1007,11 @@ def main():
         binary = Binary(a.binary)
         ok(f"{a.binary} --help lists {len(binary.flags)} flags")
         docker = read_dockerfile(os.path.join(a.root, "packaging/Dockerfile"))
+        if shutil.which("dpkg") and shutil.which("readelf"):
+            check_image_libraries(a.binary, docker)
+        else:
+            print("SKIP: Dockerfile's runtime libraries: no dpkg or readelf "
+                  "here to tell which package holds which library")
         with open(a.rendered) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         services = [d for d in docs if d.get("kind") == "Service"]
