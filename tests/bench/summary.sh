@@ -110,7 +110,7 @@ else goal_row g5 "backlog drain against pg_recvlogical" "≤ 1.11 ×" "$(na)" "-
 if has mdrain.txt; then
   kvm() { sed -n "s/^$1=//p" "$R/mdrain.txt" | tr -d '"'; }
   tr=$(kvm ratio)
-  goal_row g7 "MariaDB backlog drain, $(kvm rows) Pods of ~$(kvm object_bytes) B: walwatch --source mysql's time against mariadb-binlog $(kvm mbl_flags)'s" "≤ 1.11 ×" "$tr × ($(kvm walwatch_s) against $(kvm mbl_s) s)" "$(verdict le "$tr" 1.11)" mdrain
+  goal_row g7 "MariaDB backlog drain, $(kvm rows) Pods of ~$(kvm object_bytes) B: walwatch --source mysql's time against mariadb-binlog $(kvm mbl_flags)'s" "≤ 1.11 ×" "$tr × ($(kvm walwatch_s) against $(kvm mbl_s) s; first to last event $(kvm stream_ratio) ×)" "$(verdict le "$tr" 1.11)" mdrain
 else goal_row g7 "MariaDB backlog drain against mariadb-binlog" "≤ 1.11 ×" "$(na)" "-" mdrain; fi
 mrate=$(awk '$1 == "one" { print $3; exit }' "$R/mfanout.txt" 2>/dev/null || true)
 mn=$(awk '$1 == "one" { print $2; exit }' "$R/mfanout.txt" 2>/dev/null || true)
