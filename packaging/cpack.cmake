@@ -17,8 +17,9 @@
 # with or without them.
 #
 # The package installs under /usr (bin/walwatch,
-# lib/systemd/system/walwatch.service, share/walwatch/*.sql,
-# share/doc/walwatch) plus the conffile /etc/default/walwatch; its postinst
+# lib/systemd/system/walwatch.service, share/walwatch/*.sql and mysql/*.sql,
+# share/doc/walwatch and its examples/) plus the conffile
+# /etc/default/walwatch; its postinst
 # creates the walwatch system user. Dependencies come from dpkg-shlibdeps.
 #
 # Note: `cmake --install` of a build that includes this file writes
@@ -49,10 +50,19 @@ install(FILES
           "${_walwatch_root}/schema/roles.sql"
           "${_walwatch_root}/schema/clusterpedia-resources.mapping.json"
         DESTINATION share/walwatch)
+# MySQL/MariaDB: the table and the account's grants.
+install(FILES
+          "${_walwatch_root}/schema/mysql/clusterpedia.sql"
+          "${_walwatch_root}/schema/mysql/roles.sql"
+        DESTINATION share/walwatch/mysql)
 install(FILES
           "${_walwatch_root}/README.md"
           "${_walwatch_root}/watchserver/PROTOCOL.md"
         DESTINATION share/doc/walwatch)
+# The unit's drop-in for MySQL/MariaDB, to copy into
+# /etc/systemd/system/walwatch.service.d/ (it says how).
+install(FILES "${_walwatch_pkg}/systemd/walwatch-mysql.conf"
+        DESTINATION share/doc/walwatch/examples)
 
 # --- CPack -----------------------------------------------------------------
 

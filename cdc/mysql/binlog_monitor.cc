@@ -5,6 +5,7 @@
 #include "cdc/base/logging.h"
 #include "cdc/base/stop_signal.h"
 #include "cdc/mysql/binlog_reader.h"
+#include "cdc/mysql/mysql_checks.h"
 #include "cdc/mysql/stop_interrupter.h"
 
 namespace walwatch::mysql {
@@ -44,9 +45,27 @@ uint64_t BinlogMonitor::LagBytes(uint64_t decoded) const {
   return BinlogBytesBetween(files_, from, end_);
 }
 
+std::vector<ServerMonitor::Gauge> BinlogMonitor::Gauges() const {
+  std::vector<Gauge> gauges;
+  gauges.push_back(
+      {"walwatch_binlog_retention_seconds",
+       "How long the server keeps its binlog: binlog_expire_logs_seconds, "
+       "else expire_logs_days x 86400; 0: never purged automatically; -1: "
+       "not read yet. Polled every few seconds.",
+       "", "", [this] { return static_cast<double>(retention_seconds()); }});
+  const double window = static_cast<double>(options_.replay_window.count());
+  gauges.push_back(
+      {"walwatch_replay_window_seconds",
+       "--replay-window: how far back walwatch reads the binlog again after "
+       "a restart, which binlog retention must cover.",
+       "", "", [window] { return window; }});
+  return gauges;
+}
+
 bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
   BinlogPosition end;
   std::vector<BinlogFile> files;
+  uint64_t retention = 0;
   {
     StopInterrupter::Scope interruptible(interrupter_.get(),
                                          [conn] { conn->Interrupt(); });
@@ -60,6 +79,10 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
     }
     BinlogStatus s = ReadBinlogEnd(conn, &end);
     std::string err = s.ok() ? ListBinlogFiles(conn, &files) : s.message;
+    if (err.empty()) {
+      std::string setting;
+      err = ReadBinlogRetention(conn, &retention, &setting);
+    }
     if (!err.empty()) {
       if (!warned_) {
         LogWarn("binlog monitor poll failed", {{"error", err}});
@@ -70,6 +93,7 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
     }
   }
   warned_ = false;
+  retention_seconds_ = static_cast<int64_t>(retention);
   const std::optional<uint64_t> version = BinlogVersion(end);
   {
     MutexLock lock(&mu_);

@@ -1,8 +1,10 @@
 // BinlogMonitor polls a MySQL/MariaDB server, on its own thread and
 // connection, for what the binlog stream cannot see: where the server's
 // binlog ends (SHOW MASTER STATUS) and which files it keeps (SHOW BINARY
-// LOGS), for the replication lag in bytes and /readyz, and the highest
-// position ever seen, for the fence after a failover.
+// LOGS), for the replication lag in bytes and /readyz; the highest
+// position ever seen, for the fence after a failover; and how long the
+// server keeps its binlog (ReadBinlogRetention, as the startup check reads
+// it), exported beside the replay window it must cover.
 //
 // Thread safety: Start/Stop from one thread; the accessors from any.
 #ifndef WALWATCH_CDC_MYSQL_BINLOG_MONITOR_H_
@@ -31,6 +33,8 @@ class StopInterrupter;
 struct BinlogMonitorOptions {
   MysqlConnParams conn;
   std::chrono::milliseconds interval{std::chrono::seconds(2)};
+  // --replay-window, exported as walwatch_replay_window_seconds.
+  std::chrono::seconds replay_window{0};
 };
 
 class BinlogMonitor final : public ServerMonitor {
@@ -48,12 +52,17 @@ class BinlogMonitor final : public ServerMonitor {
     return highest_server_position_.load();
   }
 
+  // The server's binlog retention in seconds as last polled (0: never
+  // purged automatically); -1 until the first poll.
+  int64_t retention_seconds() const { return retention_seconds_.load(); }
+
   // ServerMonitor: the lag is the binlog bytes between `decoded` and the
-  // server's end, across the files it keeps. No gauges of its own.
+  // server's end, across the files it keeps. Gauges:
+  // walwatch_binlog_retention_seconds and walwatch_replay_window_seconds.
   const char* log_name() const override { return "binlog"; }
   bool server_position_known() const override { return server_position() != 0; }
   uint64_t LagBytes(uint64_t decoded) const override;
-  std::vector<Gauge> Gauges() const override { return {}; }
+  std::vector<Gauge> Gauges() const override;
 
  private:
   void Loop();
@@ -62,6 +71,7 @@ class BinlogMonitor final : public ServerMonitor {
   const BinlogMonitorOptions options_;
   std::atomic<uint64_t> server_position_{0};
   std::atomic<uint64_t> highest_server_position_{0};
+  std::atomic<int64_t> retention_seconds_{-1};
   mutable Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;

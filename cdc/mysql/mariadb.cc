@@ -9,6 +9,8 @@ namespace {
 BinlogMonitorOptions MonitorOptions(const MariaDbOptions& o) {
   BinlogMonitorOptions m;
   m.conn = o.source.conn;
+  m.replay_window =
+      std::chrono::duration_cast<std::chrono::seconds>(o.source.replay_window);
   return m;
 }
 

@@ -301,10 +301,10 @@ std::string CheckServerId(MysqlConnection* conn, uint32_t server_id,
   return "";
 }
 
-std::string CheckBinlogRetention(MysqlConnection* conn,
-                                 std::chrono::seconds replay_window,
-                                 std::string* warning) {
-  warning->clear();
+std::string ReadBinlogRetention(MysqlConnection* conn, uint64_t* retention,
+                                std::string* setting) {
+  *retention = 0;
+  setting->clear();
   std::string err;
   std::optional<std::string> seconds =
       GlobalVariable(conn, "binlog_expire_logs_seconds", &err);
@@ -312,15 +312,26 @@ std::string CheckBinlogRetention(MysqlConnection* conn,
   std::optional<std::string> days =
       GlobalVariable(conn, "expire_logs_days", &err);
   if (!err.empty()) return err;
+  if (seconds && std::strtoull(seconds->c_str(), nullptr, 10) > 0) {
+    *retention = std::strtoull(seconds->c_str(), nullptr, 10);
+    *setting = "binlog_expire_logs_seconds";
+  } else if (days && std::strtod(days->c_str(), nullptr) > 0) {
+    *retention = static_cast<uint64_t>(
+        std::llround(std::strtod(days->c_str(), nullptr) * 86400));
+    *setting = "expire_logs_days";
+  }
+  return "";
+}
+
+std::string CheckBinlogRetention(MysqlConnection* conn,
+                                 std::chrono::seconds replay_window,
+                                 std::string* warning) {
+  warning->clear();
   uint64_t retention = 0;
   std::string setting;
-  if (seconds && std::strtoull(seconds->c_str(), nullptr, 10) > 0) {
-    retention = std::strtoull(seconds->c_str(), nullptr, 10);
-    setting = "binlog_expire_logs_seconds";
-  } else if (days && std::strtod(days->c_str(), nullptr) > 0) {
-    retention = static_cast<uint64_t>(
-        std::llround(std::strtod(days->c_str(), nullptr) * 86400));
-    setting = "expire_logs_days";
+  if (std::string err = ReadBinlogRetention(conn, &retention, &setting);
+      !err.empty()) {
+    return err;
   }
   const uint64_t window = static_cast<uint64_t>(replay_window.count());
   if (retention == 0 || retention >= window)

@@ -61,11 +61,17 @@ std::string CheckServerId(MysqlConnection* conn, uint32_t server_id,
 // per pair (which CheckServerId catches when replicas register).
 uint32_t DeriveServerId(std::string_view name);
 
-// Binlog retention against the replay window walwatch rebuilds after a
-// restart: binlog_expire_logs_seconds (MySQL 8, MariaDB 10.6+), else
-// expire_logs_days. Returns "" or the error reading them; sets *warning
-// (naming the setting and the value to give it) when the binlog may be
-// purged sooner than the window, and clears it otherwise.
+// The server's binlog retention in seconds: binlog_expire_logs_seconds
+// (MySQL 8, MariaDB 10.6+) when above 0, else expire_logs_days x 86400; 0
+// when binlogs are never purged automatically. *setting names the variable
+// it came from ("" for 0). Returns "" or the error reading them.
+std::string ReadBinlogRetention(MysqlConnection* conn, uint64_t* seconds,
+                                std::string* setting);
+
+// Binlog retention (ReadBinlogRetention) against the replay window walwatch
+// rebuilds after a restart. Returns "" or the error reading it; sets
+// *warning (naming the setting and the value to give it) when the binlog
+// may be purged sooner than the window, and clears it otherwise.
 std::string CheckBinlogRetention(MysqlConnection* conn,
                                  std::chrono::seconds replay_window,
                                  std::string* warning);

@@ -5,9 +5,17 @@
 #   source tests/bench/bench_lib.sh
 #   bench_init NAME          work directory, sandbox, schema; sets ROOT, DIR,
 #                            CONNINFO, WALWATCH_BIN, BENCH_WRITER,
-#                            FANOUT_CLIENT; cleanup on exit
+#                            FANOUT_CLIENT, WRITER_DB; cleanup on exit
 #   start_walwatch SLOT [FLAGS...]   sets WALWATCH_PID, SOCK, METRICS_ADDR;
 #                            returns once /readyz answers 200
+#
+# BENCH_DB=mysql (set before bench_init): a throwaway MariaDB
+# (tests/tools/mariadb-sandbox.sh) with schema/mysql/clusterpedia.sql in
+# database `bench` in place of PostgreSQL; sets MYSQL_CONNINFO (walwatch's
+# --mysql-conninfo, root over TCP) and MY_PORT, and my_q / my_v run the
+# mariadb client on it (my_v: tab-separated rows, no header). WRITER_DB is
+# bench_writer's database argument either way, and start_walwatch starts
+# walwatch --source mysql with a server id derived from SLOT.
 #   stop_walwatch [SIGNAL]   TERM by default; waits for the exit
 #   bench_build DIR JOBS TARGET...   configure DIR for the benchmarks (with
 #                            the -march walwatch ships with) and build TARGETs
@@ -64,11 +72,27 @@ bench_init() {
   trap bench_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
+  if [[ "${BENCH_DB:-postgres}" == mysql ]]; then
+    sandbox_env=$("$ROOT/tests/tools/mariadb-sandbox.sh" start "$DIR/my")  # set -e stops here on failure
+    eval "$sandbox_env"
+    MY_SOCKET=$WALWATCH_TEST_MYSOCKET MY_PORT=$WALWATCH_TEST_MYPORT
+    my_q -e "CREATE DATABASE bench CHARACTER SET utf8mb4"
+    my_q bench <"$ROOT/schema/mysql/clusterpedia.sql"
+    MYSQL_CONNINFO="host=127.0.0.1 port=$MY_PORT user=root database=bench"
+    CONNINFO=""
+    WRITER_DB=(--mysql "$MYSQL_CONNINFO")
+    return 0
+  fi
   sandbox_env=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR/pg")  # set -e stops here on failure
   eval "$sandbox_env"
   CONNINFO="host=$PGHOST port=$PGPORT dbname=postgres user=postgres"
+  WRITER_DB=(--conninfo "$CONNINFO")
   psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
 }
+
+# The mariadb client on BENCH_DB=mysql's server, as root.
+my_q() { mariadb --no-defaults --socket="$MY_SOCKET" -uroot "$@"; }
+my_v() { mariadb --no-defaults --socket="$MY_SOCKET" -uroot -N -B "$@"; }
 
 # shellcheck disable=SC2317  # called from the EXIT trap
 bench_cleanup() {
@@ -78,7 +102,8 @@ bench_cleanup() {
   [[ -z "$CLIENT_PID" ]] || { kill -TERM "$CLIENT_PID" 2>/dev/null; wait "$CLIENT_PID" 2>/dev/null; }
   stop_walwatch KILL
   if [[ -n "${DIR:-}" ]]; then
-    "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR/pg" >/dev/null 2>&1
+    [[ ! -d "$DIR/pg" ]] || "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR/pg" >/dev/null 2>&1
+    [[ ! -d "$DIR/my" ]] || "$ROOT/tests/tools/mariadb-sandbox.sh" stop "$DIR/my" >/dev/null 2>&1
     if [[ "${BENCH_KEEP:-}" == 1 ]]; then
       bench_say "kept $DIR"
     else
@@ -105,7 +130,11 @@ start_walwatch() {
   shift
   SOCK=$DIR/walwatch.sock
   METRICS_ADDR=127.0.0.1:$(free_port)
-  "$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "$slot" --socket "$SOCK" \
+  local -a db=(--conninfo "$CONNINFO" --slot "$slot")
+  if [[ "${BENCH_DB:-postgres}" == mysql ]]; then
+    db=(--source mysql --mysql-conninfo "$MYSQL_CONNINFO" --server-id-from "bench-$slot")
+  fi
+  "$WALWATCH_BIN" "${db[@]}" --socket "$SOCK" \
     --metrics-address "$METRICS_ADDR" --log-level warn "$@" \
     >>"$DIR/walwatch.log" 2>&1 &
   WALWATCH_PID=$!

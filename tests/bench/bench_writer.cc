@@ -19,6 +19,10 @@
 //                [--object-bytes B] [--rate R] [--duration S | --count N]
 //                [--writers W] [--out FILE]
 //
+// --mysql CONNINFO in place of --conninfo writes to Clusterpedia's table on
+// MySQL/MariaDB (schema/mysql/clusterpedia.sql), with the same statements
+// in MySQL's dialect; CONNINFO is walwatch's --mysql-conninfo.
+//
 // Modes (the objects --setup inserts and the run updates):
 //   one     N (default 100) Deployments apps/v1 deployments, cluster c1,
 //           namespace bench; labels app=bench, shard=s(i%4).
@@ -32,10 +36,12 @@
 // rate, statement round trip p50/p99/max, and last_seq_W per writer (the
 // watchers' end condition).
 //
-// Only libpq; Boost.Histogram for the round-trip percentiles.
+// libpq, or MariaDB Connector/C through walwatch's own MysqlConnection;
+// Boost.Histogram for the round-trip percentiles.
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
+#include <mysql.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -56,9 +62,11 @@
 #include <thread>
 #include <vector>
 
-#include "base64.h"            // same directory
-#include "bench_args.h"        // same directory
-#include "bench_util.h"        // same directory
+#include "base64.h"      // same directory
+#include "bench_args.h"  // same directory
+#include "bench_util.h"  // same directory
+#include "cdc/mysql/mysql_conn.h"
+#include "cdc/mysql/mysql_conninfo.h"
 #include "latency_histogram.h"  // same directory
 
 namespace {
@@ -89,6 +97,7 @@ struct Options {
   int writers = 1;
   std::string out;
   std::string etcd;  // HOST:PORT: write to etcd instead of PostgreSQL
+  std::string mysql;  // --mysql-conninfo: write to MySQL/MariaDB instead
 };
 
 // One row the run updates.
@@ -305,6 +314,66 @@ class PgStore : public Store {
   const bool setup_;
 };
 
+// Clusterpedia's table on MySQL/MariaDB: GORM's upsert and UPDATE in MySQL's
+// dialect, one autocommit statement per write, as Clusterpedia's MySQL
+// driver sends them.
+class MysqlStore : public Store {
+ public:
+  MysqlStore(const std::string& conninfo, bool setup) : setup_(setup) {
+    walwatch::mysql::MysqlConnParams params;
+    if (std::string err =
+            walwatch::mysql::ParseMysqlConninfo(conninfo, &params);
+        !err.empty()) {
+      Die("--mysql: " + err);
+    }
+    if (std::string err = conn_.Connect(params); !err.empty()) {
+      Die("cannot connect: " + err);
+    }
+    if (setup_) Run("BEGIN");
+  }
+  void Put(const Target& t, const std::string& object,
+           const std::string& rv) override {
+    std::string sql;
+    if (setup_) {
+      sql =
+          "INSERT INTO resources (`group`, version, resource, kind, cluster, "
+          "namespace, name, owner_uid, uid, resource_version, object, "
+          "created_at, synced_at) VALUES (" +
+          Q(t.group) + ", 'v1', " + Q(t.resource) + ", " + Q(t.kind) + ", " +
+          Q(t.cluster) + ", " + Q(t.ns) + ", " + Q(t.name) + ", '', " +
+          Q(t.uid) + ", '0', " + Q(object) +
+          ", NOW(3), NOW(3)) ON DUPLICATE KEY UPDATE object = "
+          "VALUES(object)";
+    } else {
+      sql = "UPDATE resources SET object = " + Q(object) +
+            ", resource_version = " + Q(rv) +
+            ", synced_at = NOW(3) WHERE cluster = " + Q(t.cluster) +
+            " AND `group` = " + Q(t.group) + " AND name = " + Q(t.name) +
+            " AND namespace = " + Q(t.ns) + " AND resource = " + Q(t.resource) +
+            " AND version = 'v1'";
+    }
+    Run(sql);
+    if (!setup_ && mysql_affected_rows(conn_.handle()) != 1) {
+      Die("update of " + t.resource + "/" + t.ns + "/" + t.name +
+          " changed no row: run --setup with the same --mode and --objects");
+    }
+  }
+  void Done() override {
+    if (setup_) Run("COMMIT");
+  }
+
+ private:
+  std::string Q(const std::string& text) { return conn_.Quote(text); }
+  void Run(const std::string& sql) {
+    if (std::string err = conn_.Query(sql); !err.empty()) {
+      Die(sql.substr(0, 60) + ": " + err);
+    }
+  }
+
+  walwatch::mysql::MysqlConnection conn_;
+  const bool setup_;
+};
+
 // etcd, through its JSON gateway (POST /v3/kv/put on one kept-alive HTTP/1.1
 // connection): the object under /registry/GROUP/RESOURCE/CLUSTER/NS/NAME,
 // as Kubernetes lays out its keys (the core group as "core").
@@ -373,6 +442,7 @@ class EtcdStore : public Store {
 
 std::unique_ptr<Store> OpenStore(const Options& o, bool setup) {
   if (!o.etcd.empty()) return std::make_unique<EtcdStore>(o.etcd);
+  if (!o.mysql.empty()) return std::make_unique<MysqlStore>(o.mysql, setup);
   return std::make_unique<PgStore>(o.conninfo, setup);
 }
 
@@ -434,7 +504,8 @@ void RunWriter(const Options& o, const Workload& work, int w, uint64_t count,
 }
 
 constexpr char kUsage[] =
-    "usage: bench_writer (--conninfo STR | --etcd HOST:PORT) [--setup] "
+    "usage: bench_writer (--conninfo STR | --mysql CONNINFO | --etcd "
+    "HOST:PORT) [--setup] "
     "[--mode one|spread|mixed] "
     "[--objects N] [--object-bytes B] [--rate R] [--duration S | "
     "--count N] [--writers W] [--out FILE]";
@@ -445,6 +516,7 @@ Options Parse(int argc, char** argv) {
   kFlags.Parse(argc, argv,
                {{"--conninfo", &o.conninfo},
                 {"--etcd", &o.etcd},
+                {"--mysql", &o.mysql},
                 {"--setup", &o.setup},
                 {"--mode", &o.mode},
                 {"--objects", &o.objects},
@@ -454,8 +526,9 @@ Options Parse(int argc, char** argv) {
                 {"--count", &o.count},
                 {"--writers", &o.writers},
                 {"--out", &o.out}});
-  if (o.conninfo.empty() == o.etcd.empty()) {
-    kFlags.Usage("--conninfo or --etcd is required");
+  const int stores = !o.conninfo.empty() + !o.etcd.empty() + !o.mysql.empty();
+  if (stores != 1) {
+    kFlags.Usage("one of --conninfo, --mysql and --etcd is required");
   }
   if (o.mode != "one" && o.mode != "spread" && o.mode != "mixed") {
     kFlags.Usage("--mode: one, spread or mixed");

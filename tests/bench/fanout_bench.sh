@@ -4,7 +4,8 @@
 #
 #   tests/bench/fanout_bench.sh
 #
-# One throwaway PostgreSQL 15 + wal2json and one walwatch for all cases. Each
+# One throwaway PostgreSQL 15 + wal2json (with BENCH_DB=mysql: a MariaDB,
+# walwatch --source mysql; mfanout_bench.sh) and one walwatch for all cases. Each
 # case: fanout_client opens N watches (one process, one connection each, on
 # epoll) from walwatch's current RV and waits for every 200 header; then
 # bench_writer runs BENCH_FANOUT_SECONDS at a fixed rate of one-row UPDATE
@@ -49,6 +50,7 @@
 #   BENCH_FANOUT_WRITERS (2), BENCH_FANOUT_DRAIN (15),
 #   BENCH_OBJECT_BYTES (1024: object JSON text; events are ~1.27 KB),
 #   BENCH_WALWATCH_FLAGS (extra walwatch flags, words),
+#   BENCH_DB (postgres; mysql: MariaDB's binlog, see bench_lib.sh),
 #   BENCH_REPORT (also write the Markdown section to this file),
 #   BENCH_FANOUT_OUT (also write key=value results per case to this file),
 #   plus bench_lib.sh's (WALWATCH_BIN, BENCH_KEEP, BENCH_TIMEOUT).
@@ -72,11 +74,17 @@ OBJECT_BYTES=${BENCH_OBJECT_BYTES:-1024}
 read -r -a EXTRA_FLAGS <<<"${BENCH_WALWATCH_FLAGS:-}"
 
 bench_init fanout
-"$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode one --object-bytes "$OBJECT_BYTES" >/dev/null
-"$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode spread --object-bytes "$OBJECT_BYTES" >/dev/null
-[[ -z "$MIXED" ]] || "$BENCH_WRITER" --conninfo "$CONNINFO" --setup --mode mixed --object-bytes "$OBJECT_BYTES" >/dev/null
+"$BENCH_WRITER" "${WRITER_DB[@]}" --setup --mode one --object-bytes "$OBJECT_BYTES" >/dev/null
+[[ -z "$SPREAD_RATES" ]] || "$BENCH_WRITER" "${WRITER_DB[@]}" --setup --mode spread --object-bytes "$OBJECT_BYTES" >/dev/null
+[[ -z "$MIXED" ]] || "$BENCH_WRITER" "${WRITER_DB[@]}" --setup --mode mixed --object-bytes "$OBJECT_BYTES" >/dev/null
 start_walwatch bench_fanout "${EXTRA_FLAGS[@]}"
-WALWATCH_CMD="walwatch --slot bench_fanout --socket ... --metrics-address ... --log-level warn ${BENCH_WALWATCH_FLAGS:-}"
+if [[ "${BENCH_DB:-postgres}" == mysql ]]; then
+  DB_NAME="MariaDB $("${WALWATCH_MARIADBD:-/usr/sbin/mariadbd}" --version 2>/dev/null | awk '{ print $3 }' || true)"
+  WALWATCH_CMD="walwatch --source mysql --server-id-from bench-bench_fanout --socket ... --metrics-address ... --log-level warn ${BENCH_WALWATCH_FLAGS:-}"
+else
+  DB_NAME="PostgreSQL"
+  WALWATCH_CMD="walwatch --slot bench_fanout --socket ... --metrics-address ... --log-level warn ${BENCH_WALWATCH_FLAGS:-}"
+fi
 
 # The spread case's 1,000 watch paths; @RV@ is replaced per run.
 SELECTORS=("shard%20in%20(s0%2Cs1)" "shard%3Ds2" "app%3Dbench%2Cshard!%3Ds3")
@@ -132,7 +140,7 @@ run_case() {
   wr0=$(metric_sum walwatch_commit_to_write_seconds_count) ev0=$(metric_sum walwatch_events_sent_total)
   ww0=$(cpu_ticks "$WALWATCH_PID") cl0=$(cpu_ticks "$CLIENT_PID") m0=$(machine_busy_ticks) t0=$(now_s)
   t0_ns=$(date +%s%N)
-  "$BENCH_WRITER" --conninfo "$CONNINFO" --mode "$mode" --object-bytes "$OBJECT_BYTES" \
+  "$BENCH_WRITER" "${WRITER_DB[@]}" --mode "$mode" --object-bytes "$OBJECT_BYTES" \
     --rate "$rate" --duration "$RUN_SECONDS" --writers "$WRITERS" \
     --out "$DIR/done.$tag" >"$DIR/writer.$tag"
   cl1=$(cpu_ticks "$CLIENT_PID")  # before it exits
@@ -218,7 +226,7 @@ event_size() {
 
 report() {
   echo
-  echo "Fan-out (\`tests/bench/fanout_bench.sh\`): bench_writer UPDATEs of ~$OBJECT_BYTES-byte objects (event lines of $(event_size) bytes) from $WRITERS connections for ${RUN_SECONDS} s per run; latency = the writer's clock before the statement to the client's read; medians of up to $REPS runs (max: of all runs). CPU in % of one core (machine: of $(($(nproc) * 100)) %)."
+  echo "Fan-out on $DB_NAME (\`tests/bench/fanout_bench.sh\`): bench_writer UPDATEs of ~$OBJECT_BYTES-byte objects (event lines of $(event_size) bytes) from $WRITERS connections for ${RUN_SECONDS} s per run; latency = the writer's clock before the statement to the client's read; medians of up to $REPS runs (max: of all runs). CPU in % of one core (machine: of $(($(nproc) * 100)) %)."
   echo
   echo "walwatch: \`$WALWATCH_CMD\`"
   echo

@@ -12,7 +12,8 @@
 #   idle_memory       RSS per idle watcher against watchers (memory.txt),
 #                     etcd's beside it (etcd.txt)
 #   drain             drain time against backlog size, walwatch and
-#                     pg_recvlogical (drain.txt)
+#                     pg_recvlogical (drain.txt); on MariaDB, walwatch
+#                     --source mysql and mariadb-binlog (mdrain.txt)
 #   replicas          drain time and primary CPU per replica against
 #                     replicas (drain.txt)
 #   quiet             walwatch CPU per hot commit with and without 1,000
@@ -103,11 +104,17 @@ fi
 
 if [[ -s "$IN/drain.txt" ]]; then
   awk '$1 == "size" { split($3, r, "="); split($4, w, "="); print $2, r[2], w[2] }' "$IN/drain.txt" | sort -n >"$TMP/drain"
+  # MariaDB's drain (one backlog size, medians) as points beside them.
+  mariadb_lines=""
+  if [[ -s "$IN/mdrain.txt" ]]; then
+    awk -F= '{ gsub(/"/, "", $2); v[$1] = $2 } END { print v["rows"], v["mbl_s"], v["walwatch_s"] }' "$IN/mdrain.txt" >"$TMP/mdrain"
+    mariadb_lines=", '$TMP/mdrain' using (\$1/1000):3 with points pt 7 ps 1.5 title 'MariaDB: walwatch', '$TMP/mdrain' using (\$1/1000):2 with points pt 6 ps 1.5 title 'MariaDB: mariadb-binlog -v'"
+  fi
   plot drain <<GP
 set title "Backlog drain: Pods of about 3.5 KB, one row per transaction"
 set xlabel "backlog, thousands of rows"; set ylabel "time to drain, s"
-set yrange [0:*]; set xrange [0:*]
-plot '$TMP/drain' using (\$1/1000):3 with linespoints lw 2 title 'walwatch → one watcher (from its start)', '$TMP/drain' using (\$1/1000):2 with linespoints lw 2 dt 2 title 'pg\\_recvlogical → /dev/null'
+set yrange [0:*]; set xrange [0:*]; set offsets 0, graph 0.05, 0, 0
+plot '$TMP/drain' using (\$1/1000):3 with linespoints lw 2 title 'walwatch → one watcher (from its start)', '$TMP/drain' using (\$1/1000):2 with linespoints lw 2 dt 2 title 'pg\\_recvlogical → /dev/null'$mariadb_lines
 GP
   awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["drain_s"], v["primary_cpu_s_per_replica"] }' "$IN/drain.txt" >"$TMP/rep"
   if [[ -s "$TMP/rep" ]]; then

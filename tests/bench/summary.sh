@@ -17,11 +17,13 @@ meta() { sed -n "s/^$2=//p" "$R/$1.meta" 2>/dev/null | head -n 1; }
 when() { local c d; c=$(meta "$1" commit) d=$(meta "$1" date); [[ -n "$c" ]] && echo "$c, $d" || echo "-"; }
 cmd() { echo "\`BENCH_ONLY=$1 make bench\`"; }
 has() { [[ -s "$R/$1" ]]; }
-# Fan-out: key over the runs of a case: med, max or all ("a, b, c").
+# Fan-out: key over the runs of a case: med, max or all ("a, b, c"); of
+# fanout.txt, or of the file FAN names (mfanout.txt: on MariaDB).
 fan() {
-  has fanout.txt || return 0
+  local file=${FAN:-fanout.txt}
+  has "$file" || return 0
   awk -v how="$1" -v m="$2" -v n="$3" -v r="$4" -v key="$5" '$1 == m && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) { v = v " " kv[2]; if (max == "" || kv[2] + 0 > max) max = kv[2] + 0; all = all sep kv[2]; sep = ", " } } }
-    END { if (v == "") exit; if (how == "med") print med(v); else if (how == "max") print max; else print all } '"$MED" "$R/fanout.txt"
+    END { if (v == "") exit; if (how == "med") print med(v); else if (how == "max") print max; else print all } '"$MED" "$R/$file"
 }
 # Median of key over lines whose first word is $2 (etcd.txt, poll.txt, ...).
 med_of() {
@@ -105,6 +107,19 @@ if has drain.env; then
   tr=$(awk -v w="$w" -v p="$p" 'BEGIN { printf "%.2f", p / w }')
   goal_row g5 "backlog drain, $rows Pods of ~3.5 KB: walwatch's time against pg_recvlogical's" "≤ 1.11 ×" "$tr × ($w against $p rows/s)" "$(verdict le "$tr" 1.11)" drain
 else goal_row g5 "backlog drain against pg_recvlogical" "≤ 1.11 ×" "$(na)" "-" drain; fi
+# 7. MariaDB: the drain against mariadb-binlog, and 1,000 watchers' p99.
+if has mdrain.txt; then
+  kvm() { sed -n "s/^$1=//p" "$R/mdrain.txt" | tr -d '"'; }
+  tr=$(kvm ratio)
+  goal_row g7 "MariaDB backlog drain, $(kvm rows) Pods of ~$(kvm object_bytes) B: walwatch --source mysql's time against mariadb-binlog $(kvm mbl_flags)'s" "≤ 1.11 ×" "$tr × ($(kvm walwatch_s) against $(kvm mbl_s) s; first to last event $(kvm stream_ratio) ×)" "$(verdict le "$tr" 1.11)" mdrain
+else goal_row g7 "MariaDB backlog drain against mariadb-binlog" "≤ 1.11 ×" "$(na)" "-" mdrain; fi
+mrate=$(awk '$1 == "one" { print $3; exit }' "$R/mfanout.txt" 2>/dev/null || true)
+mn=$(awk '$1 == "one" { print $2; exit }' "$R/mfanout.txt" 2>/dev/null || true)
+max=$(FAN=mfanout.txt fan max one "${mn:-1000}" "${mrate:-2000}" p99_ms)
+if [[ -n "$max" ]]; then
+  all=$(FAN=mfanout.txt fan all one "$mn" "$mrate" p99_ms) p50=$(FAN=mfanout.txt fan med one "$mn" "$mrate" p50_ms)
+  goal_row g8 "MariaDB: $mn watchers of one resource, $mrate commits/s: p99 commit → client, every run (p50 median)" "< 50 ms in every run" "worst $max ms (runs: $all; p50 $p50 ms)" "$(verdict lt "$max" 50)" mfanout
+else goal_row g8 "MariaDB: 1,000 watchers of one resource, 2,000 commits/s" "< 50 ms in every run" "$(na)" "-" mfanout; fi
 # 6. Polling at 100 ms.
 if has poll.txt && grep -q '^poll-100 ' "$R/poll.txt"; then
   wp=$(med_of poll.txt walwatch p50_ms) pp=$(med_of poll.txt poll-100 p50_ms)

@@ -6,7 +6,7 @@ Run by check_manifests.sh, which renders packaging/kubernetes first
 installed). Needs PyYAML (python3-yaml), nothing else.
 
   check_manifests.py --root REPO --binary WALWATCH --rendered FILE
-  check_manifests.py --root REPO --scrape METRICS_TEXT
+  check_manifests.py --root REPO --scrape METRICS_TEXT [--source mysql]
 
 The second form checks metric names only, against a scrape of a running
 walwatch's /metrics (ClaimsTest.PackagingAndDocsNameOnlyScrapedMetrics
@@ -35,14 +35,22 @@ it must be a native sidecar, restartPolicy Always):
     no privilege escalation, all capabilities dropped.
 And: each alert has severity, summary, description and a runbook whose
 README anchors exist, the first its own section; the Grafana dashboard is
-valid; the systemd defaults file lists exactly the flags' variables and the
-unit's RuntimeDirectory holds the default socket.
+valid; the systemd defaults file lists exactly the flags' variables, the
+unit's RuntimeDirectory holds the default socket, and the MySQL drop-in
+(walwatch-mysql.conf) sets flags whose values the binary accepts.
+For --source mysql (--source=mysql in args, or WALWATCH_SOURCE): a server
+id per replica (--server-id-from, hashed as walwatch does), the connection
+string from a Secret, and no PostgreSQL-only settings left over.
 
 With --scrape: the alerts of the rendered PrometheusRules, the Grafana
 dashboard's queries and the metric names in backquotes in README.md and
 packaging/kubernetes/README.md (`walwatch_x_bytes` and `_seconds` is read as
 walwatch_x_seconds) use only metric names (and reason/status/type label
-values) that the scrape has.
+values) that the scrape has. The few that only a MySQL/MariaDB walwatch
+exports (MYSQL_ONLY) are taken as given from a PostgreSQL scrape, which
+must not have them; --source mysql checks, on a MariaDB walwatch's scrape
+(MariaDbRetentionTest.TheRetentionGaugeIsTheServersSetting), that it has
+every one of them.
 """
 
 import argparse
@@ -50,6 +58,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +69,11 @@ except ImportError:  # check_manifests.sh picks an interpreter that has it
     sys.exit("check_manifests: PyYAML is missing (apt-get install python3-yaml)")
 
 FAILURES = []
+
+# Metrics that only a MySQL/MariaDB walwatch exports
+# (cdc/mysql/binlog_monitor.h), which the alerts and the docs name.
+MYSQL_ONLY = {"walwatch_binlog_retention_seconds",
+              "walwatch_replay_window_seconds"}
 
 
 def ok(msg):
@@ -306,7 +320,7 @@ def parse_flags(args, binary):
 
 def read_dockerfile(path):
     info = {"entrypoint": "/usr/bin/walwatch", "env": {}, "expose": [],
-            "user": None}
+            "user": None, "packages": []}
     if not os.path.exists(path):
         return info
     with open(path) as f:
@@ -329,7 +343,66 @@ def read_dockerfile(path):
         m = re.match(r"^\s*USER\s+(\S+)", line)
         if m:
             info["user"] = m.group(1)
+        # The packages the final stage installs (apt-get install ... &&).
+        for m in re.finditer(r"apt-get install\s+(.*?)(?:&&|$)", line):
+            info["packages"] += [w for w in m.group(1).split()
+                                 if not w.startswith("-")]
     return info
+
+
+def essential_closure():
+    """The installed packages that Essential ones need (Pre-Depends and
+    Depends, transitively): what every Debian image, slim ones too, has."""
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f",
+         "${Package}\t${Essential}\t${Pre-Depends}, ${Depends}\n"],
+        capture_output=True, text=True, timeout=60).stdout
+    deps, todo = {}, []
+    for line in out.splitlines():
+        name, essential, rel = (line.split("\t") + ["", ""])[:3]
+        deps[name] = [re.split(r"[\s:(]", alt.strip())[0]
+                      for alt in re.split(r"[,|]", rel) if alt.strip()]
+        if essential == "yes":
+            todo.append(name)
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in deps:
+            continue
+        seen.add(name)
+        todo += deps[name]
+    return seen
+
+
+def check_image_libraries(binary, docker):
+    """Each library the binary links directly (DT_NEEDED) comes, on this
+    Debian machine, from a package the Dockerfile's final stage installs,
+    or from one that every Debian image has (essential_closure)."""
+    base = essential_closure()
+    r = subprocess.run(["readelf", "-d", binary], capture_output=True,
+                       text=True, timeout=30)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", r.stdout)
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True,
+                         timeout=30).stdout
+    paths = dict(re.findall(r"^\s*(\S+) => (/\S+)", ldd, re.M))
+    missing = []
+    for lib in needed:
+        if lib not in paths:
+            continue  # the dynamic loader itself, or a vDSO
+        owner = subprocess.run(["dpkg", "-S", os.path.realpath(paths[lib])],
+                               capture_output=True, text=True, timeout=30)
+        if owner.returncode != 0:
+            owner = subprocess.run(["dpkg", "-S", paths[lib]],
+                                   capture_output=True, text=True, timeout=30)
+        if owner.returncode != 0:
+            missing.append(f"{lib} (no package owns {paths[lib]})")
+            continue
+        pkg = owner.stdout.split(":")[0].strip()
+        if pkg not in docker["packages"] and pkg not in base:
+            missing.append(f"{lib} ({pkg})")
+    check(needed and not missing, "Dockerfile: the image installs every "
+          f"library walwatch links ({len(needed)})",
+          f"not installed: {missing}")
 
 
 # ---------------------------------------------------------------------------
@@ -369,6 +442,50 @@ def probe_port(probe, container):
     return int(port) if port is not None else None
 
 
+def derive_server_id(text):
+    """walwatch's --server-id-from (DeriveServerId, cdc/mysql/mysql_checks.cc)."""
+    h = 2166136261
+    for b in text.encode():
+        h ^= b
+        h = (h * 16777619) & 0xFFFFFFFF
+    return 0x80000000 | (h & 0x7FFFFFFF)
+
+
+# PostgreSQL's own settings, which a MySQL source would ignore.
+POSTGRES_ONLY_FLAGS = {"conninfo", "slot", "slot-from", "retained-wal-warn"}
+
+
+def check_mysql_source(where, runs, binary, replicas, pod_names):
+    """--source mysql: the connection string from a Secret, a server id per
+    replica, no PostgreSQL settings left over."""
+    ids = []
+    for rpod, renv, rsources, rargs in runs:
+        rflags = dict(parse_flags(rargs, binary)[0])
+        conninfo_env = binary.flags["mysql-conninfo"]["env"]
+        check("mysql-conninfo" not in rflags and
+              rsources.get(conninfo_env) == "reference",
+              f"{where}: {conninfo_env} comes from a Secret (pod "
+              f"{rpod[:40]})", "set in args or as a literal value: the "
+              "password would be in the manifest")
+        left = sorted(f for f in POSTGRES_ONLY_FLAGS
+                      if f in rflags or binary.flags[f]["env"] in renv)
+        check(not left, f"{where}: no PostgreSQL-only settings with --source "
+              "mysql", f"{left} would be ignored")
+        text = rflags.get("server-id-from") or \
+            renv.get("WALWATCH_SERVER_ID_FROM")
+        sid = rflags.get("server-id") or renv.get("WALWATCH_SERVER_ID")
+        if text:
+            sid = derive_server_id(text)
+        check(sid is not None, f"{where}: a server id for pod {rpod[:40]}",
+              "neither --server-id nor --server-id-from")
+        ids.append(sid)
+    if replicas and replicas > 1:
+        check(len(ids) >= 2 and ids[0] != ids[1],
+              f"{where}: each of the {replicas} replicas has its own server "
+              "id", f"pods {pod_names[0]} and {pod_names[1]} both use "
+              f"{ids[0] if ids else None}")
+
+
 def check_workload(obj, meta, spec, replicas, binary, docker, services,
                    monitors, tmp):
     wname = f"{obj['kind']}/{obj['metadata']['name']}"
@@ -402,12 +519,21 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
         if c.get("envFrom"):
             fail(f"{where}: envFrom cannot be checked; list env vars one by one")
 
-        # The command, as run in two pods.
+        # The command, as run in two pods (and, for PostgreSQL, one with a
+        # name too long for a slot, which --slot-from shortens; a MySQL
+        # source's --server-id-from takes at most 60 bytes, which a
+        # StatefulSet's pod names keep to below).
         argv = (c.get("command") or [docker["entrypoint"]]) + (
             c.get("args") or [])
+        literal = {e["name"]: str(e.get("value")) for e in c.get("env") or []
+                   if "value" in e}
+        mysql_source = bool(re.search(r"--source[= ](mysql|mariadb)\b",
+                                      " ".join(argv))) or \
+            literal.get("WALWATCH_SOURCE") in ("mysql", "mariadb")
         pod_names = [f"{obj['metadata']['name']}-0",
-                     f"{obj['metadata']['name']}-1",
-                     ("x" * 60 + ".a-b." + "y" * 40)]
+                     f"{obj['metadata']['name']}-1"]
+        if not mysql_source:
+            pod_names.append("x" * 60 + ".a-b." + "y" * 40)
         runs = []
         for pod in pod_names:
             env, sources = container_env(c, pod, namespace)
@@ -454,9 +580,11 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
                   f"{where}: walwatch accepts the values "
                   f"({shlex.join(run_args[:1])}...)", r.stderr.strip())
 
+        if mysql_source:
+            check_mysql_source(where, runs, binary, replicas, pod_names)
         # Slot.
         slots = []
-        for rpod, renv, _, rargs in runs:
+        for rpod, renv, _, rargs in (runs if not mysql_source else []):
             rflags = dict(parse_flags(rargs, binary)[0])
             slot = rflags.get("slot") or renv.get("WALWATCH_SLOT") or \
                 binary.default("slot")
@@ -466,7 +594,7 @@ def check_workload(obj, meta, spec, replicas, binary, docker, services,
             slots.append(slot)
             check(re.fullmatch(r"[a-z0-9_]{1,63}", slot or "") is not None,
                   f"{where}: slot {slot!r} for pod {rpod[:40]} is valid")
-        if replicas and replicas > 1:
+        if replicas and replicas > 1 and not mysql_source:
             check(len(set(slots[:2])) == 2,
                   f"{where}: each of the {replicas} replicas has its own slot",
                   f"pods {pod_names[0]} and {pod_names[1]} both use "
@@ -799,6 +927,37 @@ def check_systemd(root, binary):
     ex = re.search(r"^ExecStart=(\S+)", text, re.M)
     check(ex is not None and os.path.basename(ex.group(1)) == "walwatch",
           "walwatch.service: ExecStart runs walwatch")
+    check(re.search(r"^EnvironmentFile=-?/etc/default/walwatch$", text, re.M)
+          is not None, "walwatch.service: reads /etc/default/walwatch "
+          "(EnvironmentFile=), which wins over a drop-in's Environment=")
+
+    # The MySQL/MariaDB drop-in: its variables are flags whose values the
+    # binary accepts, with systemd's specifiers filled in.
+    dropin = os.path.join(root, "packaging/systemd/walwatch-mysql.conf")
+    with open(dropin) as f:
+        text = f.read()
+    after = " ".join(re.findall(r"^After=(.*)$", text, re.M)).split()
+    check({"mariadb.service", "mysql.service"} <= set(after),
+          "walwatch-mysql.conf: after mariadb.service and mysql.service",
+          f"After={' '.join(after)}")
+    env = dict(re.findall(r"^Environment=(WALWATCH_[A-Z0-9_]+)=(.*)$", text,
+                          re.M))
+    bad = sorted(n for n in env if n not in binary.env_to_flag)
+    check(env and not bad, f"walwatch-mysql.conf: Environment= sets flags "
+          f"({sorted(env)})", f"not flags: {bad}")
+    check(env.get("WALWATCH_SOURCE") == "mysql",
+          "walwatch-mysql.conf: WALWATCH_SOURCE=mysql")
+    specifiers = {"%H": "db-host-a.example.com", "%%": "%"}
+    args = []
+    for name, value in env.items():
+        for spec, sub in specifiers.items():
+            value = value.replace(spec, sub)
+        if name in binary.env_to_flag:
+            args.append(f"--{binary.env_to_flag[name]}={value}")
+    r = subprocess.run([binary.path] + args + ["--help"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode == 0, f"walwatch-mysql.conf: walwatch accepts "
+          f"{' '.join(args)}", r.stderr.strip())
 
 
 def main():
@@ -808,11 +967,19 @@ def main():
     ap.add_argument("--rendered")
     ap.add_argument("--scrape", help="a /metrics scrape: check metric names "
                     "only, against it")
+    ap.add_argument("--source", choices=("postgres", "mysql"),
+                    default="postgres", help="the database of the walwatch "
+                    "scraped (default postgres)")
     a = ap.parse_args()
     dashboard = os.path.join(a.root,
                              "packaging/grafana/walwatch-dashboard.json")
 
-    if a.scrape:
+    if a.scrape and a.source == "mysql":
+        scrape = Scrape(a.scrape)
+        for name in sorted(MYSQL_ONLY):
+            check(scrape.has_metric(name),
+                  f"{name} (MySQL/MariaDB only) is in the scrape")
+    elif a.scrape:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import render_kustomization
         docs = render_kustomization.render(
@@ -820,6 +987,12 @@ def main():
         scrape = Scrape(a.scrape)
         check(len(scrape.walwatch) > 10,
               f"the scrape has {len(scrape.walwatch)} walwatch_* names")
+        # Checked on a MariaDB walwatch's scrape (--source mysql).
+        check(not (MYSQL_ONLY & scrape.metrics),
+              f"the MySQL/MariaDB-only metrics {sorted(MYSQL_ONLY)} are not "
+              "in this PostgreSQL scrape",
+              f"{sorted(MYSQL_ONLY & scrape.metrics)} are: update MYSQL_ONLY")
+        scrape.metrics |= MYSQL_ONLY
         rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
         check(bool(rules), "a PrometheusRule is rendered")
         print("--- alerts")
@@ -834,6 +1007,11 @@ def main():
         binary = Binary(a.binary)
         ok(f"{a.binary} --help lists {len(binary.flags)} flags")
         docker = read_dockerfile(os.path.join(a.root, "packaging/Dockerfile"))
+        if shutil.which("dpkg") and shutil.which("readelf"):
+            check_image_libraries(a.binary, docker)
+        else:
+            print("SKIP: Dockerfile's runtime libraries: no dpkg or readelf "
+                  "here to tell which package holds which library")
         with open(a.rendered) as f:
             docs = [d for d in yaml.safe_load_all(f) if d]
         services = [d for d in docs if d.get("kind") == "Service"]

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Offline checks of packaging/ against a walwatch binary (ctest label unit):
-#   1. packaging/kubernetes renders: with `kubectl kustomize` where kubectl
-#      is installed, and always with render_kustomization.py (PyYAML), which
-#      must then give the same objects; without kubectl (a plain Debian 12
-#      has none that fits) the python rendering alone is checked, and one
-#      line says so;
+#   1. packaging/kubernetes renders, as it is (PostgreSQL) and with its
+#      mysql Component turned on (MySQL/MariaDB): with `kubectl kustomize`
+#      where kubectl is installed, and always with render_kustomization.py
+#      (PyYAML), which must then give the same objects; without kubectl (a
+#      plain Debian 12 has none that fits) the python rendering alone is
+#      checked, and one line says so;
 #   2. yamllint, with packaging/kubernetes/.yamllint, finds no errors;
-#   3. check_manifests.py: the rendered objects, the Dockerfile, the alerts,
+#   3. check_manifests.py, on each rendering: the objects, the Dockerfile, the alerts,
 #      the Grafana dashboard and the systemd files agree with the binary's
 #      flags (`walwatch --help`; see its docstring). The metric names they
 #      use are checked against a real scrape of /metrics by
@@ -48,24 +49,32 @@ fi
 tmp=$(mktemp -d /tmp/walwatch-manifests.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-if ! "$PYTHON" "$ROOT/tests/packaging/render_kustomization.py" "$KUSTOMIZE_DIR" \
-    >"$tmp/rendered.yaml" 2>"$tmp/render.err"; then
-  echo "FAIL: render_kustomization.py packaging/kubernetes:"
-  sed 's/^/      /' "$tmp/render.err"
-  exit 1
-fi
-echo "PASS: render_kustomization.py packaging/kubernetes renders ($(grep -c '^kind:' "$tmp/rendered.yaml") objects)"
-if command -v kubectl >/dev/null 2>&1; then
-  if kubectl kustomize "$KUSTOMIZE_DIR" >"$tmp/kubectl.yaml" 2>"$tmp/kustomize.err"; then
-    echo "PASS: kubectl kustomize packaging/kubernetes renders"
+# Renders DIR (LABEL in messages) into $tmp/NAME.yaml, with
+# render_kustomization.py and, where installed, kubectl kustomize, which
+# must give the same objects. Returns 1 if DIR does not render.
+render() {
+  local dir=$1 label=$2 name=$3
+  if ! "$PYTHON" "$ROOT/tests/packaging/render_kustomization.py" "$dir" \
+      >"$tmp/$name.yaml" 2>"$tmp/render.err"; then
+    echo "FAIL: render_kustomization.py $label:"
+    sed 's/^/      /' "$tmp/render.err"
+    return 1
+  fi
+  echo "PASS: render_kustomization.py $label renders ($(grep -c '^kind:' "$tmp/$name.yaml") objects)"
+  if ! command -v kubectl >/dev/null 2>&1; then
+    echo "SKIP: kubectl kustomize $label: kubectl is not installed (the objects rendered by render_kustomization.py are checked)"
+    return 0
+  fi
+  if kubectl kustomize "$dir" >"$tmp/$name.kubectl.yaml" 2>"$tmp/kustomize.err"; then
+    echo "PASS: kubectl kustomize $label renders"
   else
-    echo "FAIL: kubectl kustomize packaging/kubernetes:"
+    echo "FAIL: kubectl kustomize $label:"
     sed 's/^/      /' "$tmp/kustomize.err"
-    exit 1
+    return 1
   fi
   # The same objects (kubectl 1.20's kustomize doubles blank lines inside
   # block scalars: runs of newlines are compared as one).
-  if "$PYTHON" - "$tmp/rendered.yaml" "$tmp/kubectl.yaml" <<'PY'
+  if "$PYTHON" - "$tmp/$name.yaml" "$tmp/$name.kubectl.yaml" <<'PY'
 import json, re, sys, yaml
 def norm(path):
     def n(x):
@@ -78,14 +87,28 @@ def norm(path):
 sys.exit(0 if norm(sys.argv[1]) == norm(sys.argv[2]) else 1)
 PY
   then
-    echo "PASS: render_kustomization.py renders what kubectl kustomize renders"
+    echo "PASS: render_kustomization.py renders what kubectl kustomize renders ($label)"
   else
-    echo "FAIL: render_kustomization.py and kubectl kustomize render different objects"
-    diff "$tmp/rendered.yaml" "$tmp/kubectl.yaml" | head -40 | sed 's/^/      /'
+    echo "FAIL: render_kustomization.py and kubectl kustomize render different objects ($label)"
+    diff "$tmp/$name.yaml" "$tmp/$name.kubectl.yaml" | head -40 | sed 's/^/      /'
     failed=1
   fi
+}
+
+render "$KUSTOMIZE_DIR" packaging/kubernetes rendered || exit 1
+
+# MySQL/MariaDB: packaging/kubernetes with its commented `components: -
+# mysql` lines turned on, as its kustomization.yaml tells an operator to.
+mkdir "$tmp/mysql"
+cp -r "$KUSTOMIZE_DIR/." "$tmp/mysql/"
+sed -i -e 's/^# components:$/components:/' -e 's/^#   - mysql$/  - mysql/' \
+  "$tmp/mysql/kustomization.yaml"
+if grep -q '^  - mysql$' "$tmp/mysql/kustomization.yaml"; then
+  render "$tmp/mysql" "packaging/kubernetes with components: [mysql]" \
+    rendered-mysql || exit 1
 else
-  echo "SKIP: kubectl kustomize: kubectl is not installed (the objects rendered by render_kustomization.py are checked)"
+  echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '# components:' / '#   - mysql' lines to turn on"
+  failed=1
 fi
 
 if yamllint -f parsable -c "$KUSTOMIZE_DIR/.yamllint" "$KUSTOMIZE_DIR" >"$tmp/yamllint.out" 2>&1; then
@@ -99,5 +122,10 @@ fi
 
 "$PYTHON" "$ROOT/tests/packaging/check_manifests.py" \
   --root "$ROOT" --binary "$BINARY" --rendered "$tmp/rendered.yaml" || failed=1
+if [[ -e "$tmp/rendered-mysql.yaml" ]]; then
+  echo "--- packaging/kubernetes with components: [mysql]"
+  "$PYTHON" "$ROOT/tests/packaging/check_manifests.py" \
+    --root "$ROOT" --binary "$BINARY" --rendered "$tmp/rendered-mysql.yaml" || failed=1
+fi
 
 exit "$failed"

@@ -80,8 +80,12 @@ for f in clusterpedia.sql replica_identity.sql roles.sql \
     clusterpedia-resources.mapping.json; do
   expect_file "./usr/share/walwatch/$f" -rw-r--r--
 done
+for f in clusterpedia.sql roles.sql; do
+  expect_file "./usr/share/walwatch/mysql/$f" -rw-r--r--
+done
 expect_file ./usr/share/doc/walwatch/README.md -rw-r--r--
 expect_file ./usr/share/doc/walwatch/PROTOCOL.md -rw-r--r--
+expect_file ./usr/share/doc/walwatch/examples/walwatch-mysql.conf -rw-r--r--
 # Nothing from the build tree (tests, demo writer) and nothing outside the
 # three roots.
 while read -r line; do
