@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cdc/mysql/binlog_memfile.h"
 #include "cdc/mysql/binlog_table_map.h"
 
 namespace walwatch::mysql {
@@ -148,6 +149,8 @@ const char* BinlogErrorKindName(BinlogErrorKind kind) {
       return "unsupported";
     case BinlogErrorKind::kStopped:
       return "stopped";
+    case BinlogErrorKind::kEnd:
+      return "end";
   }
   return "unknown";
 }
@@ -168,6 +171,10 @@ struct BinlogReader::Impl {
   // Where the stream is: the file being read and the end of the last event.
   std::string file;
   uint64_t pos = 0;
+
+  // OpenBytes(): the events Connector/C reads, and how many it has read.
+  std::unique_ptr<BinlogMemFile> memfile;
+  size_t events_read = 0;
 
   struct TableEntry {
     bool ours = false;
@@ -204,6 +211,16 @@ struct BinlogReader::Impl {
     std::string where = std::string(what) + " at " + Here().ToString() + ": ";
     if (interrupted.load())
       return Fail(BinlogErrorKind::kStopped, where + "stopped");
+    if (memfile != nullptr) {
+      // No connection: every failure is the bytes'.
+      if (events_read == memfile->events()) {
+        return Fail(BinlogErrorKind::kEnd, where + "the end of the binlog");
+      }
+      return Fail(BinlogErrorKind::kCorrupt,
+                  where + msg + " (" + std::to_string(no) + ") in event " +
+                      std::to_string(events_read + 1) + " of " +
+                      std::to_string(memfile->events()));
+    }
     if (no == 0) {
       return Fail(BinlogErrorKind::kConnection,
                   where + "the server ended the binlog stream");
@@ -274,6 +291,7 @@ struct BinlogReader::Impl {
       rpl = nullptr;
     }
     conn.Close();
+    memfile.reset();
     scratch.reset();
     tables.clear();
     in_group = false;
@@ -526,6 +544,7 @@ struct BinlogReader::Impl {
     scratch.reset(ev);
     last_bytes = std::chrono::steady_clock::now();
     bytes += ev->event_length;
+    ++events_read;
     *done = false;
     BinlogStatus s = OnEvent(out, done);
     if (!s.ok()) CloseStream();
@@ -791,6 +810,45 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   bool done = false;
   return m.ReadEvent(&ignored, &done, "cannot read the binlog",
                      /*opening=*/true);
+}
+
+BinlogStatus BinlogReader::OpenBytes(std::string_view binlog,
+                                     const std::string& name) {
+  Impl& m = *impl_;
+  m.CloseStream();
+  m.file = name;
+  m.pos = 4;
+  m.at_start = true;
+  m.format_description_time = 0;
+  resume_ = BinlogPosition{name, 4};
+  auto memfile = std::make_unique<BinlogMemFile>();
+  if (std::string err = memfile->Create(binlog); !err.empty())
+    return m.Fail(BinlogErrorKind::kCorrupt, err);
+  m.rpl = mariadb_rpl_init(nullptr);
+  if (m.rpl == nullptr) {
+    return m.Fail(BinlogErrorKind::kConnection,
+                  "cannot read a binlog: out of memory");
+  }
+  // Length 0: Connector/C copies the name with its NUL (with a length it
+  // keeps none, and opens garbage).
+  mariadb_rpl_optionsv(m.rpl, MARIADB_RPL_FILENAME, memfile->path().c_str(),
+                       size_t{0});
+  mariadb_rpl_optionsv(
+      m.rpl, MARIADB_RPL_VERIFY_CHECKSUM,
+      static_cast<uint32_t>(m.options.verify_checksums ? 1 : 0));
+  mariadb_rpl_optionsv(m.rpl, MARIADB_RPL_EXTRACT_VALUES,
+                       static_cast<uint32_t>(1));
+  if (mariadb_rpl_open(m.rpl) != 0) {
+    BinlogStatus s = m.Fail(
+        BinlogErrorKind::kCorrupt,
+        std::string("cannot read a binlog: ") + mariadb_rpl_error(m.rpl));
+    m.CloseStream();
+    return s;
+  }
+  m.memfile = std::move(memfile);
+  m.events_read = 0;
+  m.last_bytes = std::chrono::steady_clock::now();
+  return BinlogStatus();
 }
 
 BinlogStatus BinlogReader::Next(BinlogItem* out) {
