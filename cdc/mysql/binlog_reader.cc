@@ -121,6 +121,34 @@ bool AllBitsSet(const unsigned char* bitmap, uint32_t bits) {
   return true;
 }
 
+// `text` on one line: control bytes as \xNN. Error messages carry text
+// from the stream (file names; Connector/C's messages quote them).
+std::string OneLine(std::string text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A binlog file name as a server writes it in ROTATE and HEARTBEAT events:
+// printable ASCII.
+bool IsFileName(std::string_view name) {
+  if (name.empty() || name.size() > 512) return false;
+  for (char c : name) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 size_t ValueBytes(const std::vector<BinlogValue>& values) {
   size_t n = values.capacity() * sizeof(BinlogValue);
   for (const BinlogValue& v : values) n += v.text.capacity();
@@ -192,7 +220,7 @@ struct BinlogReader::Impl {
   BinlogTransaction txn;
 
   BinlogStatus Fail(BinlogErrorKind kind, std::string message) {
-    return BinlogStatus{kind, std::move(message)};
+    return BinlogStatus{kind, OneLine(std::move(message))};
   }
 
   BinlogPosition Here() const { return BinlogPosition{file, pos}; }
@@ -327,6 +355,12 @@ struct BinlogReader::Impl {
     out->pos = position;
     out->file.assign(reinterpret_cast<const char*>(body + 8),
                      name_end - kEventHeaderSize - 8);
+    if (!IsFileName(out->file)) {
+      return Fail(BinlogErrorKind::kCorrupt,
+                  "ROTATE to a file name of " +
+                      std::to_string(out->file.size()) +
+                      " bytes that is no file name, at " + Here().ToString());
+    }
     return BinlogStatus();
   }
 
@@ -587,6 +621,12 @@ struct BinlogReader::Impl {
       }
       case HEARTBEAT_LOG_EVENT: {
         std::string_view name = View(ev->event.heartbeat.filename);
+        if (!name.empty() && !IsFileName(name)) {
+          return Fail(
+              BinlogErrorKind::kCorrupt,
+              "HEARTBEAT with a file name of " + std::to_string(name.size()) +
+                  " bytes that is no file name, at " + Here().ToString());
+        }
         if (!name.empty()) file = std::string(name);
         if (end != 0) pos = end;
         if (!in_group) {
