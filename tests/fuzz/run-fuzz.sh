@@ -58,7 +58,7 @@ MAX_LEN[selector]=4096
 MAX_LEN[rv]=256
 MAX_LEN[wal2json]=65536
 MAX_LEN[mysql_json]=16384
-# mysql_binlog: the captured seeds are 0.3-7 KiB (all.binlog, every write).
+# mysql_binlog: the captured seeds are 0.4-3 KiB; room for several writes.
 MAX_LEN[mysql_binlog]=16384
 
 for t in "${TARGETS[@]}"; do
