@@ -1,6 +1,7 @@
 # walwatch developer loop. Everything real is in CMake and tests/tools/.
 #   make        configure + build build/walwatch
-#   make run    the live demo (tests/tools/run-demo.sh); WATCH=/path?watch=1 picks the stream
+#   make run    the live demo (tests/tools/run-demo.sh); WATCH=/path?watch=1 picks the stream,
+#               DB=mariadb runs it on MariaDB's binlog instead of PostgreSQL
 #   make test   deps, build, throwaway PostgreSQL, ctest (tests/tools/run-tests.sh)
 #   make package  a .deb with the binary and the systemd unit (CPack)
 #   make deps   install the Debian packages that are missing
@@ -20,7 +21,7 @@ all:
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target walwatch
 
 run:
-	tests/tools/run-demo.sh '$(WATCH)'
+	DB='$(DB)' tests/tools/run-demo.sh '$(WATCH)'
 
 test:
 	tests/tools/run-tests.sh

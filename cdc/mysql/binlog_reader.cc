@@ -13,6 +13,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "cdc/mysql/binlog_memfile.h"
 #include "cdc/mysql/binlog_table_map.h"
 
 namespace walwatch::mysql {
@@ -120,6 +121,34 @@ bool AllBitsSet(const unsigned char* bitmap, uint32_t bits) {
   return true;
 }
 
+// `text` on one line: control bytes as \xNN. Error messages carry text
+// from the stream (file names; Connector/C's messages quote them).
+std::string OneLine(std::string text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A binlog file name as a server writes it in ROTATE and HEARTBEAT events:
+// printable ASCII.
+bool IsFileName(std::string_view name) {
+  if (name.empty() || name.size() > 512) return false;
+  for (char c : name) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 size_t ValueBytes(const std::vector<BinlogValue>& values) {
   size_t n = values.capacity() * sizeof(BinlogValue);
   for (const BinlogValue& v : values) n += v.text.capacity();
@@ -148,6 +177,8 @@ const char* BinlogErrorKindName(BinlogErrorKind kind) {
       return "unsupported";
     case BinlogErrorKind::kStopped:
       return "stopped";
+    case BinlogErrorKind::kEnd:
+      return "end";
   }
   return "unknown";
 }
@@ -169,6 +200,10 @@ struct BinlogReader::Impl {
   std::string file;
   uint64_t pos = 0;
 
+  // OpenBytes(): the events Connector/C reads, and how many it has read.
+  std::unique_ptr<BinlogMemFile> memfile;
+  size_t events_read = 0;
+
   struct TableEntry {
     bool ours = false;
     EventPtr event;  // ours: the TABLE_MAP, for mariadb_rpl_extract_rows
@@ -185,7 +220,7 @@ struct BinlogReader::Impl {
   BinlogTransaction txn;
 
   BinlogStatus Fail(BinlogErrorKind kind, std::string message) {
-    return BinlogStatus{kind, std::move(message)};
+    return BinlogStatus{kind, OneLine(std::move(message))};
   }
 
   BinlogPosition Here() const { return BinlogPosition{file, pos}; }
@@ -204,6 +239,16 @@ struct BinlogReader::Impl {
     std::string where = std::string(what) + " at " + Here().ToString() + ": ";
     if (interrupted.load())
       return Fail(BinlogErrorKind::kStopped, where + "stopped");
+    if (memfile != nullptr) {
+      // No connection: every failure is the bytes'.
+      if (events_read == memfile->events()) {
+        return Fail(BinlogErrorKind::kEnd, where + "the end of the binlog");
+      }
+      return Fail(BinlogErrorKind::kCorrupt,
+                  where + msg + " (" + std::to_string(no) + ") in event " +
+                      std::to_string(events_read + 1) + " of " +
+                      std::to_string(memfile->events()));
+    }
     if (no == 0) {
       return Fail(BinlogErrorKind::kConnection,
                   where + "the server ended the binlog stream");
@@ -274,6 +319,7 @@ struct BinlogReader::Impl {
       rpl = nullptr;
     }
     conn.Close();
+    memfile.reset();
     scratch.reset();
     tables.clear();
     in_group = false;
@@ -309,6 +355,12 @@ struct BinlogReader::Impl {
     out->pos = position;
     out->file.assign(reinterpret_cast<const char*>(body + 8),
                      name_end - kEventHeaderSize - 8);
+    if (!IsFileName(out->file)) {
+      return Fail(BinlogErrorKind::kCorrupt,
+                  "ROTATE to a file name of " +
+                      std::to_string(out->file.size()) +
+                      " bytes that is no file name, at " + Here().ToString());
+    }
     return BinlogStatus();
   }
 
@@ -575,6 +627,7 @@ struct BinlogReader::Impl {
     scratch.reset(ev);
     last_bytes = std::chrono::steady_clock::now();
     bytes += ev->event_length;
+    ++events_read;
     *done = false;
     BinlogStatus s = OnEvent(out, done);
     if (!s.ok()) CloseStream();
@@ -617,6 +670,12 @@ struct BinlogReader::Impl {
       }
       case HEARTBEAT_LOG_EVENT: {
         std::string_view name = View(ev->event.heartbeat.filename);
+        if (!name.empty() && !IsFileName(name)) {
+          return Fail(
+              BinlogErrorKind::kCorrupt,
+              "HEARTBEAT with a file name of " + std::to_string(name.size()) +
+                  " bytes that is no file name, at " + Here().ToString());
+        }
         if (!name.empty()) file = std::string(name);
         if (end != 0) pos = end;
         if (!in_group) {
@@ -840,6 +899,45 @@ BinlogStatus BinlogReader::Open(const BinlogPosition& start) {
   bool done = false;
   return m.ReadEvent(&ignored, &done, "cannot read the binlog",
                      /*opening=*/true);
+}
+
+BinlogStatus BinlogReader::OpenBytes(std::string_view binlog,
+                                     const std::string& name) {
+  Impl& m = *impl_;
+  m.CloseStream();
+  m.file = name;
+  m.pos = 4;
+  m.at_start = true;
+  m.format_description_time = 0;
+  resume_ = BinlogPosition{name, 4};
+  auto memfile = std::make_unique<BinlogMemFile>();
+  if (std::string err = memfile->Create(binlog); !err.empty())
+    return m.Fail(BinlogErrorKind::kCorrupt, err);
+  m.rpl = mariadb_rpl_init(nullptr);
+  if (m.rpl == nullptr) {
+    return m.Fail(BinlogErrorKind::kConnection,
+                  "cannot read a binlog: out of memory");
+  }
+  // Length 0: Connector/C copies the name with its NUL (with a length it
+  // keeps none, and opens garbage).
+  mariadb_rpl_optionsv(m.rpl, MARIADB_RPL_FILENAME, memfile->path().c_str(),
+                       size_t{0});
+  mariadb_rpl_optionsv(
+      m.rpl, MARIADB_RPL_VERIFY_CHECKSUM,
+      static_cast<uint32_t>(m.options.verify_checksums ? 1 : 0));
+  mariadb_rpl_optionsv(m.rpl, MARIADB_RPL_EXTRACT_VALUES,
+                       static_cast<uint32_t>(1));
+  if (mariadb_rpl_open(m.rpl) != 0) {
+    BinlogStatus s = m.Fail(
+        BinlogErrorKind::kCorrupt,
+        std::string("cannot read a binlog: ") + mariadb_rpl_error(m.rpl));
+    m.CloseStream();
+    return s;
+  }
+  m.memfile = std::move(memfile);
+  m.events_read = 0;
+  m.last_bytes = std::chrono::steady_clock::now();
+  return BinlogStatus();
 }
 
 BinlogStatus BinlogReader::Next(BinlogItem* out) {

@@ -41,7 +41,10 @@
 //   - statements (TRUNCATE, DDL, statement-logged DML) that name the table,
 //     which the caller must treat like PostgreSQL's TRUNCATE (relist);
 //   - errors as values, by kind: a purged binlog, a silent server, a bad
-//     setting, a corrupt stream, a lost connection.
+//     setting, a corrupt stream, a lost connection;
+//   - events from memory instead of a server (OpenBytes, for the fuzz
+//     target and tests), through Connector/C's file mode, whose 3.3 reader
+//     misreads files (binlog_memfile.h).
 // Read (MySQL 8 paths, not run here: Debian 12 has no MySQL server): MySQL's
 // v2 UPDATE_ROWS events carry a second column bitmap that 3.3 leaves in
 // the row data; it is checked and skipped here. MySQL's
@@ -66,6 +69,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cdc/mysql/binlog_position.h"
@@ -117,6 +121,7 @@ enum class BinlogErrorKind : uint8_t {
   kUnsupported,  // an event walwatch does not read (XA, compressed MySQL
                  // transactions, partial JSON updates)
   kStopped,      // Interrupt() was called
+  kEnd,          // the end of the binlog OpenBytes() was given
 };
 const char* BinlogErrorKindName(BinlogErrorKind kind);
 
@@ -193,6 +198,16 @@ class BinlogReader {
   // position, a heartbeat's or rotation's position, or a file at 4. The
   // server's first answer is awaited, so a purged file fails here.
   BinlogStatus Open(const BinlogPosition& start);
+
+  // Reads `binlog`, a binlog file's bytes (the magic number, then
+  // events), instead of a server, as if a server had sent its events from
+  // `name` at position 4 (a name with a file number, "x-bin.000001").
+  // Every event takes the path a dump's does, Connector/C's parsing
+  // included (its file mode, binlog_memfile.h), but for the framing: the
+  // events' own lengths replace the packets. Next() ends with kEnd after
+  // the last event. For the fuzz target and tests; checksums are verified
+  // as the options say. `binlog` is copied.
+  BinlogStatus OpenBytes(std::string_view binlog, const std::string& name);
 
   // Blocks until the next item. After an error the reader is closed; Open()
   // again (from resume_position()) to go on.

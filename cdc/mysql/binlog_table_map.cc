@@ -131,6 +131,70 @@ void AppendTime(unsigned hour, unsigned minute, unsigned second,
   AppendTwoDigits(second, out);
 }
 
+// MySQL's binary DECIMAL (strings/decimal.c, decimal2bin): groups of up to
+// 9 digits, big-endian; a group of 9 takes 4 bytes, a shorter one the bytes
+// below. Integer digits first (the partial group leading), then the
+// fraction's (the partial group last). The sign bit (the first byte's high
+// bit) is inverted, and a negative value has every byte inverted.
+constexpr int kDecimalGroupBytes[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+
+size_t DecimalBytes(unsigned precision, unsigned scale) {
+  const unsigned intg = precision - scale;
+  return (intg / 9) * 4 + kDecimalGroupBytes[intg % 9] + (scale / 9) * 4 +
+         kDecimalGroupBytes[scale % 9];
+}
+
+// The text a SELECT shows for the DECIMAL(precision, scale) in `bytes`:
+// no leading zeros (but one before the point), `scale` fraction digits.
+std::string FormatDecimal(std::string_view bytes, unsigned precision,
+                          unsigned scale, std::string* out) {
+  if (bytes.size() != DecimalBytes(precision, scale)) {
+    return "a DECIMAL(" + std::to_string(precision) + "," +
+           std::to_string(scale) + ") of " + std::to_string(bytes.size()) +
+           " bytes";
+  }
+  const bool negative = (static_cast<unsigned char>(bytes[0]) & 0x80) == 0;
+  const unsigned char flip = negative ? 0xff : 0x00;
+  size_t at = 0;
+  bool bad = false;
+  // Appends the next group of `digits` digits (zero-padded).
+  std::string digits_text;
+  auto group = [&](unsigned digits) {
+    const int n = kDecimalGroupBytes[digits];
+    uint32_t v = 0;
+    for (int i = 0; i < n; ++i) {
+      unsigned char b = static_cast<unsigned char>(bytes[at + i]);
+      if (at + i == 0) b ^= 0x80;
+      v = (v << 8) | static_cast<unsigned char>(b ^ flip);
+    }
+    at += static_cast<size_t>(n);
+    uint32_t limit = 1;
+    for (unsigned i = 0; i < digits; ++i) limit *= 10;
+    if (v >= limit) bad = true;
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%0*u", static_cast<int>(digits),
+                  static_cast<unsigned>(v % limit));
+    digits_text += buf;
+  };
+  const unsigned intg = precision - scale;
+  if (intg % 9 != 0) group(intg % 9);
+  for (unsigned i = 0; i < intg / 9; ++i) group(9);
+  std::string integer = digits_text;
+  digits_text.clear();
+  for (unsigned i = 0; i < scale / 9; ++i) group(9);
+  if (scale % 9 != 0) group(scale % 9);
+  if (bad) return "a DECIMAL group out of range";
+  size_t first = integer.find_first_not_of('0');
+  integer = first == std::string::npos ? "0" : integer.substr(first);
+  const bool zero =
+      integer == "0" && digits_text.find_first_not_of('0') == std::string::npos;
+  out->clear();
+  if (negative && !zero) out->push_back('-');
+  *out += integer;
+  if (scale > 0) *out += "." + digits_text;
+  return "";
+}
+
 template <typename T>
 void AppendShortest(T v, std::string* out) {
   char buf[64];
@@ -267,6 +331,22 @@ std::string BinlogTableMap::Parse(uint64_t table_id, std::string_view database,
         }
         break;
       }
+      case kTypeNewDecimal: {
+        // Connector/C 3.3.20 fails a DECIMAL(20,6) ("Client run out of
+        // memory") and prints a DECIMAL(1,1) as ".9": it gets a BIT of the
+        // value's bytes, the same row bytes, and FormatValue decodes them
+        // (FormatDecimal).
+        const unsigned precision = own[0], scale = own[1];
+        if (precision < 1 || precision > 65 || scale > 30 ||
+            scale > precision) {
+          return where + ": column " + c.name + " is a DECIMAL(" +
+                 std::to_string(precision) + "," + std::to_string(scale) +
+                 "), which MySQL does not write";
+        }
+        type = kTypeBit;  // bits: own_meta[0] + 8 * own_meta[1]
+        own_meta = {'\0', static_cast<char>(DecimalBytes(precision, scale))};
+        break;
+      }
       default:
         break;
     }
@@ -321,9 +401,14 @@ std::string FormatValue(const BinlogColumn& column,
     case kTypeDouble:
       AppendShortest(v.d, out);
       return "";
-    case kTypeNewDecimal:
-      bytes();
+    case kTypeNewDecimal: {
+      std::string_view binary;
+      if (v.str.length > 0) binary = std::string_view(v.str.str, v.str.length);
+      std::string err =
+          FormatDecimal(binary, column.meta & 0xff, column.meta >> 8, out);
+      if (!err.empty()) return "column " + column.name + ": " + err;
       return "";
+    }
     case kTypeDate:
       AppendDate(v.tm.year, v.tm.month, v.tm.day, out);
       return "";

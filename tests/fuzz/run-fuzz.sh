@@ -11,6 +11,10 @@
 #             EventBuilder -> EventLog
 #   mysql_json  DecodeMysqlJson: MySQL 8's binary JSON to the text a SELECT
 #             shows (its output must parse as JSON)
+#   mysql_binlog  a binlog file's bytes -> BinlogReader::OpenFile (Connector/C's
+#             event and row parsing, the table map, transactions, values) ->
+#             ToTransaction -> EventBuilder -> EventLog; seeds captured from
+#             MariaDB by tests/fuzz/capture-binlog-corpus.sh
 # Each target is built by CMake (tests/fuzz/CMakeLists.txt) from the same
 # library targets as the product (schema, cdc, watchserver_core,
 # watchserver), in $FUZZ_BUILD_DIR (default build-fuzz/) configured with
@@ -23,7 +27,7 @@
 # the regressions through the same sources built by g++: ctest
 # fuzz_replay_<name>.)
 #
-# Usage: tests/fuzz/run-fuzz.sh [TARGET...]     (default: all five)
+# Usage: tests/fuzz/run-fuzz.sh [TARGET...]     (default: all six)
 #   FUZZ_RUNS=1000000   executions per target
 #   FUZZ_JOBS=2         parallel compiles
 #   FUZZ_CXX=clang++-14
@@ -41,7 +45,7 @@ RUNS=${FUZZ_RUNS:-1000000}
 JOBS=${FUZZ_JOBS:-2}
 CXX=${FUZZ_CXX:-clang++-14}
 OUT=${FUZZ_BUILD_DIR:-build-fuzz}
-ALL_TARGETS=(http selector rv wal2json mysql_json)
+ALL_TARGETS=(http selector rv wal2json mysql_json mysql_binlog)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 
@@ -54,6 +58,8 @@ MAX_LEN[selector]=4096
 MAX_LEN[rv]=256
 MAX_LEN[wal2json]=65536
 MAX_LEN[mysql_json]=16384
+# mysql_binlog: the captured seeds are 0.4-3 KiB; room for several writes.
+MAX_LEN[mysql_binlog]=16384
 
 for t in "${TARGETS[@]}"; do
   if [[ -z "${MAX_LEN[$t]+set}" ]]; then

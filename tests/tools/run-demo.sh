@@ -3,16 +3,23 @@
 #
 #   tests/tools/run-demo.sh [WATCH_PATH]      default: '/api/v1/pods?watch=1'
 #   make run WATCH='/apis/apps/v1/deployments?watch=1'
+#   make run DB=mariadb                       the same on MariaDB
 #
 # Installs what is missing, builds walwatch and the demo writer, starts a
 # throwaway PostgreSQL 15 + wal2json (tests/tools/pg-sandbox.sh) in a temporary
 # directory, creates Clusterpedia's `resources` table (schema/clusterpedia.sql),
 # starts walwatch on it, starts tests/tools/demo_writer (writes like
 # Clusterpedia's collector), and prints walwatch's live watch stream with curl.
-# Ctrl-C stops the writer, walwatch and PostgreSQL and removes the temporary
-# directory: nothing is left on disk.
+# With DB=mariadb: a throwaway MariaDB with a row-based binlog instead
+# (tests/tools/mariadb-sandbox.sh), a database `clusterpedia` with the table
+# (schema/mysql/clusterpedia.sql) and the `walwatch` account
+# (schema/mysql/roles.sql), `walwatch --source mysql` reading its binlog as
+# that account, and the writer writing as the collector does on MySQL.
+# Ctrl-C stops the writer, walwatch and the database server and removes the
+# temporary directory: nothing is left on disk.
 #
 # Environment (for development):
+#   DB (postgres)                           postgres or mariadb
 #   DEMO_RATE (5)  DEMO_CLUSTERS (2)        the writer's --rate and --clusters
 #   WALWATCH_BIN, DEMO_WRITER_BIN           binaries (default build/walwatch,
 #                                           build/demo_writer)
@@ -33,6 +40,12 @@ DEMO_CLUSTERS=${DEMO_CLUSTERS:-2}
 WALWATCH_BIN=${WALWATCH_BIN:-$ROOT/$BUILD_DIR/walwatch}
 DEMO_WRITER_BIN=${DEMO_WRITER_BIN:-$ROOT/$BUILD_DIR/demo_writer}
 SLOT=walwatch_demo
+DB=${DB:-postgres}
+case "$DB" in
+  postgres | postgresql | pg) DB=postgres ;;
+  mariadb | mysql) DB=mariadb ;;
+  *) echo "run-demo: DB=$DB: use postgres or mariadb" >&2; exit 2 ;;
+esac
 
 say() { echo "run-demo: $*" >&2; }
 
@@ -73,7 +86,11 @@ cleanup() {
   stop_pid "$WRITER_PID"
   stop_pid "$WALWATCH_PID"
   if [[ -n "$DIR" ]]; then
-    "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR" || true
+    if [[ "$DB" == mariadb ]]; then
+      "$ROOT/tests/tools/mariadb-sandbox.sh" stop "$DIR/db" || true
+    else
+      "$ROOT/tests/tools/pg-sandbox.sh" stop "$DIR" || true
+    fi
     rm -rf -- "$DIR"
   fi
   say "stopped; removed ${DIR:-nothing}"
@@ -84,18 +101,40 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 DIR=$(mktemp -d /tmp/walwatch-demo.XXXXXX)
-pgenv=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR")
-eval "$pgenv"
-psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
-
 SOCK=$DIR/walwatch.sock
-CONNINFO="host=$DIR port=$PGPORT dbname=postgres user=postgres"
+if [[ "$DB" == mariadb ]]; then
+  # The server runs as `mysql`, which must reach its directory under ours.
+  chmod 755 "$DIR"
+  myenv=$("$ROOT/tests/tools/mariadb-sandbox.sh" start "$DIR/db")
+  eval "$myenv"
+  DB_PORT=$WALWATCH_TEST_MYPORT
+  my() { mariadb --no-defaults --socket="$WALWATCH_TEST_MYSOCKET" -uroot "$@"; }
+  my -e 'CREATE DATABASE clusterpedia CHARACTER SET utf8mb4'
+  my clusterpedia <"$ROOT/schema/mysql/clusterpedia.sql"
+  my --init-command="SET @walwatch_password = 'walwatch-demo'" clusterpedia \
+    <"$ROOT/schema/mysql/roles.sql"
+  WALWATCH_SOURCE=(--source mysql --server-id 4242 --mysql-conninfo
+    "host=127.0.0.1 port=$DB_PORT user=walwatch password=walwatch-demo database=clusterpedia")
+  WRITER_DB=(--mysql-conninfo "socket=$WALWATCH_TEST_MYSOCKET user=root database=clusterpedia")
+  DB_BANNER="MariaDB (binlog)           $DIR/db (port $DB_PORT), table clusterpedia.resources"
+  SOURCE_BANNER="server id 4242, account walwatch"
+else
+  pgenv=$("$ROOT/tests/tools/pg-sandbox.sh" start "$DIR")
+  eval "$pgenv"
+  psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/schema/clusterpedia.sql"
+  DB_PORT=$PGPORT
+  CONNINFO="host=$DIR port=$PGPORT dbname=postgres user=postgres"
+  WALWATCH_SOURCE=(--conninfo "$CONNINFO" --slot "$SLOT")
+  WRITER_DB=(--conninfo "$CONNINFO")
+  DB_BANNER="PostgreSQL 15 + wal2json   $DIR (port $PGPORT), table public.resources"
+  SOURCE_BANNER="slot $SLOT"
+fi
 
-"$WALWATCH_BIN" --conninfo "$CONNINFO" --slot "$SLOT" --socket "$SOCK" \
+"$WALWATCH_BIN" "${WALWATCH_SOURCE[@]}" --socket "$SOCK" \
   >"$DIR/walwatch.log" 2>&1 &
 WALWATCH_PID=$!
 
-"$DEMO_WRITER_BIN" --conninfo "$CONNINFO" --rate "$DEMO_RATE" --clusters "$DEMO_CLUSTERS" \
+"$DEMO_WRITER_BIN" "${WRITER_DB[@]}" --rate "$DEMO_RATE" --clusters "$DEMO_CLUSTERS" \
   >"$DIR/demo_writer.log" 2>&1 &
 WRITER_PID=$!
 
@@ -138,10 +177,10 @@ cat >&2 <<BANNER
 
 ==============================================================================
  walwatch demo
-   PostgreSQL 15 + wal2json   $DIR (port $PGPORT), table public.resources
+   $DB_BANNER
    demo writer                Clusterpedia-like writes, $DEMO_RATE/s, clusters: $clusters
                               (pods, deployments, configmaps; log: $DIR/demo_writer.log)
-   walwatch                   slot $SLOT, socket $SOCK
+   walwatch                   $SOURCE_BANNER, socket $SOCK
                               (log: $DIR/walwatch.log)
 
  Below is the live watch stream of
