@@ -76,13 +76,26 @@ std::string MariaDbSource::ConnectAtStartup(MysqlConnection* conn) {
 
 std::string MariaDbSource::LoadCatalog(MysqlConnection* conn) {
   const TableMapping& m = opt_.mapping;
+  const std::string table =
+      QuoteIdentifier(opt_.conn.database) + "." + QuoteIdentifier(m.table);
+  const std::string group = QuoteIdentifier(m.column(MappedField::kGroup));
+  const std::string version = QuoteIdentifier(m.column(MappedField::kVersion));
+  const std::string resource =
+      QuoteIdentifier(m.column(MappedField::kResource));
+  // The resources first, then one row's kind of each: Clusterpedia's
+  // indexes lead with (group, version, resource), so the server reads each
+  // from the index (a loose index scan, then one lookup per resource)
+  // rather than every row of the table, which a DISTINCT over the kind
+  // column too would read: seconds at startup for a table of millions of
+  // objects. A resource has one kind.
   MysqlRows rows;
   std::string err = conn->Query(
-      "SELECT DISTINCT " + QuoteIdentifier(m.column(MappedField::kGroup)) +
-          ", " + QuoteIdentifier(m.column(MappedField::kVersion)) + ", " +
-          QuoteIdentifier(m.column(MappedField::kResource)) + ", " +
-          QuoteIdentifier(m.column(MappedField::kKind)) + " FROM " +
-          QuoteIdentifier(opt_.conn.database) + "." + QuoteIdentifier(m.table),
+      "SELECT d." + group + ", d." + version + ", d." + resource +
+          ", (SELECT k." + QuoteIdentifier(m.column(MappedField::kKind)) +
+          " FROM " + table + " AS k WHERE k." + group + " <=> d." + group +
+          " AND k." + version + " = d." + version + " AND k." + resource +
+          " = d." + resource + " LIMIT 1) FROM (SELECT DISTINCT " + group +
+          ", " + version + ", " + resource + " FROM " + table + ") AS d",
       &rows);
   if (!err.empty()) {
     return "cannot list the resources in " + opt_.conn.database + "." +

@@ -253,6 +253,37 @@ TEST_F(MariaDbEventsTest, ARemovalTooLargeToKeepEndsOnlyTheWatchesItTouched) {
   EXPECT_EQ(e.rv(), c_deploy);
 }
 
+// The kinds of the resources already in the table come from the table at
+// startup (LoadCatalog), not from the stream: with no replay window
+// walwatch reads nothing of the row, yet its bookmarks carry the row's
+// kind, which no guess from the plural would give.
+TEST_F(MariaDbEventsTest, BookmarksCarryTheKindOfAResourceOnlyTheTableHolds) {
+  Resource r;
+  r.group = "example.com";
+  r.version = "v1";
+  r.resource = "foobazes";
+  r.kind = "FooBazThing";
+  r.cluster = "c1";
+  r.ns = "default";
+  r.name = "one";
+  r.uid = "uid-foobaz-one";
+  writer().Insert(r);
+  auto* ww = StartWalwatch(Options({"--bookmark-interval", "1s"}));
+  ASSERT_NE(ww, nullptr);
+  WatchClient watch;
+  ASSERT_TRUE(watch.Open(ww->socket_path(),
+                         "/apis/example.com/v1/foobazes?watch=1&"
+                         "allowWatchBookmarks=true&resourceVersion=" +
+                             std::to_string(FreshRv(*ww)),
+                         In(kEventWait)));
+  ASSERT_EQ(watch.status(), 200) << watch.body();
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  ASSERT_EQ(e.type, "BOOKMARK") << e.raw;
+  EXPECT_EQ(e.object.value("kind", ""), "FooBazThing") << e.raw;
+  EXPECT_EQ(e.object.value("apiVersion", ""), "example.com/v1") << e.raw;
+}
+
 // Selectors, namespaces and clusters filter as on PostgreSQL.
 TEST_F(MariaDbEventsTest, SelectorsNamespacesAndClustersFilter) {
   auto* ww = StartWalwatch();
