@@ -219,32 +219,11 @@ class MariaDbHugeTransactionTest : public MariaDbFaultTest,
                                    public ::testing::WithParamInterface<bool> {
  protected:
   void TearDown() override {
-    StopSampling();
+    rss_.Stop();
     MariaDbFaultTest::TearDown();
   }
-  // WALWATCH_FAULT_HUGE_ROWS overrides the row count, as on PostgreSQL.
-  static size_t Rows() {
-    const char* v = std::getenv("WALWATCH_FAULT_HUGE_ROWS");
-    return v && *v ? std::stoul(v) : 100000;
-  }
-  void StartSampling(pid_t pid) {
-    sampling_ = true;
-    sampler_ = std::thread([this, pid] {
-      while (sampling_) {
-        max_rss_ = std::max<uint64_t>(max_rss_, ProcessRssBytes(pid));
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    });
-  }
-  void StopSampling() {
-    if (!sampler_.joinable()) return;
-    sampling_ = false;
-    sampler_.join();
-  }
 
-  std::thread sampler_;
-  std::atomic<bool> sampling_{false};
-  std::atomic<uint64_t> max_rss_{0};
+  RssSampler rss_;
 };
 
 // One INSERT ... SELECT of 100k ~1 KB pods (a cluster's worth), into the
@@ -265,10 +244,10 @@ TEST_P(MariaDbHugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
   const double barriers_before = Metric("walwatch_barriers_total").value_or(-1);
   const pid_t pid = ww_->pid();
   const uint64_t baseline_rss = ProcessRssBytes(pid);
-  StartSampling(pid);
+  rss_.Start(pid);
   ASSERT_NO_FATAL_FAILURE(StartTraffic());
 
-  const size_t rows = Rows();
+  const size_t rows = HugeTransactionRows();
   const std::string object =
       "JSON_OBJECT('apiVersion', 'v1', 'kind', 'Pod', 'metadata', "
       "JSON_OBJECT('name', CONCAT('huge-', seq), 'namespace', 'huge', 'uid', "
@@ -294,7 +273,7 @@ TEST_P(MariaDbHugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
   ASSERT_TRUE(WaitForCurrentRv(after, seconds(180)));
   const auto read = Clock::now();
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 3));
-  StopSampling();
+  rss_.Stop();
   const uint64_t peak = ProcessPeakRssBytes(pid);
   std::cerr << "[fault] huge transaction on "
             << (watched ? "the watched table" : "another table") << ": " << rows
@@ -303,7 +282,7 @@ TEST_P(MariaDbHugeTransactionTest, BoundedMemoryNoTimeoutAnd410OrAll) {
             << " ms, read by walwatch after "
             << std::chrono::duration_cast<milliseconds>(read - inserted).count()
             << " ms more; walwatch RSS baseline " << baseline_rss / 1000000
-            << " MB, max sampled " << max_rss_ / 1000000 << " MB, VmHWM "
+            << " MB, max sampled " << rss_.max() / 1000000 << " MB, VmHWM "
             << peak / 1000000 << " MB\n";
   if (rows >= 100000) {
     EXPECT_GE(bytes, 100u * 1000 * 1000);

@@ -1072,6 +1072,28 @@ uint64_t StatusKb(pid_t pid, const std::string& field) {
 uint64_t ProcessRssBytes(pid_t pid) { return StatusKb(pid, "VmRSS"); }
 uint64_t ProcessPeakRssBytes(pid_t pid) { return StatusKb(pid, "VmHWM"); }
 
+void RssSampler::Start(pid_t pid) {
+  Stop();
+  running_ = true;
+  thread_ = std::thread([this, pid] {
+    while (running_) {
+      max_ = std::max<uint64_t>(max_, ProcessRssBytes(pid));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+void RssSampler::Stop() {
+  if (!thread_.joinable()) return;
+  running_ = false;
+  thread_.join();
+}
+
+size_t HugeTransactionRows() {
+  const char* v = std::getenv("WALWATCH_FAULT_HUGE_ROWS");
+  return v && *v ? std::stoul(v) : 100000;
+}
+
 uint64_t MarkerCommitLsn(const std::string& conninfo,
                          const std::string& marker_table) {
   static std::atomic<int> counter{0};

@@ -292,6 +292,31 @@ class FaultWatcher {
 uint64_t ProcessRssBytes(pid_t pid);
 uint64_t ProcessPeakRssBytes(pid_t pid);
 
+// Samples a process's RSS every 20 ms, on a thread of its own, from Start()
+// until Stop() (or the destructor); max() is the largest sample. For the
+// huge-transaction tests: VmHWM alone would miss nothing, but a sample
+// series shows when memory grew.
+class RssSampler {
+ public:
+  RssSampler() = default;
+  ~RssSampler() { Stop(); }
+  RssSampler(const RssSampler&) = delete;
+  RssSampler& operator=(const RssSampler&) = delete;
+
+  void Start(pid_t pid);
+  void Stop();
+  uint64_t max() const { return max_; }
+
+ private:
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<uint64_t> max_{0};
+};
+
+// The rows of the huge-transaction tests (both databases): 100,000, or
+// WALWATCH_FAULT_HUGE_ROWS.
+size_t HugeTransactionRows();
+
 // The commit LSN of a fresh transaction on table `marker_table` of the
 // database at `conninfo`, found with a temporary wal2json slot: a position
 // every slot of the database decodes, so a watch from it gets exactly the
