@@ -7,7 +7,7 @@
 #include "cdc/base/logging.h"
 #include "cdc/model/event_sink.h"
 #include "cdc/model/resource_catalog.h"
-#include "cdc/replication_stream.h"
+#include "cdc/replication_stats.h"
 
 namespace walwatch {
 

@@ -15,7 +15,7 @@
 #include "cdc/base/logging.h"
 #include "cdc/mysql/binlog_fetcher.h"
 #include "cdc/mysql/row_change_conversion.h"
-#include "cdc/replication_stream.h"
+#include "cdc/replication_stats.h"
 
 namespace walwatch::mysql {
 

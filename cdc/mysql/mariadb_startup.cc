@@ -13,7 +13,7 @@
 #include "cdc/mysql/mariadb_source.h"
 #include "cdc/mysql/mysql_checks.h"
 #include "cdc/mysql/row_change_conversion.h"
-#include "cdc/replication_stream.h"
+#include "cdc/replication_stats.h"
 
 namespace walwatch::mysql {
 

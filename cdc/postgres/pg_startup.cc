@@ -10,7 +10,7 @@
 #include "cdc/postgres/pg_conn.h"
 #include "cdc/postgres/pg_handoff.h"
 #include "cdc/postgres/postgres_source.h"
-#include "cdc/replication_stream.h"
+#include "cdc/replication_stats.h"
 
 namespace walwatch {
 

@@ -16,7 +16,7 @@
 #include "cdc/postgres/lsn.h"
 #include "cdc/postgres/pg_conn.h"
 #include "cdc/postgres/replication_protocol.h"
-#include "cdc/replication_stream.h"
+#include "cdc/replication_stats.h"
 
 namespace walwatch {
 
