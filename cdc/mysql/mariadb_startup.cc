@@ -57,6 +57,15 @@ std::string MariaDbSource::ConnectAtStartup(MysqlConnection* conn) {
     if (no == ER_BAD_DB_ERROR) {
       return err + " (fix: the database in --mysql-conninfo)";
     }
+    if (no == CR_SSL_CONNECTION_ERROR) {
+      return err + (opt_.conn.tls == MysqlConnParams::Tls::kVerify
+                        ? " (fix: TLS on the server (its ssl-cert and "
+                          "ssl-key), and ssl-ca in --mysql-conninfo the CA "
+                          "that signed its certificate, for the name in host)"
+                        : " (fix: TLS on the server (its ssl-cert and "
+                          "ssl-key), or ssl-mode=DISABLED in "
+                          "--mysql-conninfo)");
+    }
     if (!ServerDown(no)) return err;
     if (Clock::now() + delay >= give_up) {
       return err + " (the server has not answered for " +

@@ -1,5 +1,6 @@
 #include "cdc/mysql/mysql_conn.h"
 
+#include <errmsg.h>
 #include <mysql.h>
 #include <sys/socket.h>
 
@@ -114,6 +115,17 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
     mysql_close(conn_);
     conn_ = nullptr;
     return e;
+  }
+  // Connector/C refuses a server without TLS only when it verifies the
+  // server's certificate: under ssl-mode=REQUIRED it goes on in the clear.
+  if (p.tls != MysqlConnParams::Tls::kDisabled &&
+      mysql_get_ssl_cipher(conn_) == nullptr) {
+    mysql_close(conn_);
+    conn_ = nullptr;
+    last_errno_ = CR_SSL_CONNECTION_ERROR;
+    return "cannot connect to " + target_ +
+           ": the server does not offer TLS, and ssl-mode requires it (" +
+           std::to_string(last_errno_) + ")";
   }
   MutexLock lock(&fd_mutex_);
   fd_ = static_cast<int>(mysql_get_socket(conn_));

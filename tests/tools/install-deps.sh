@@ -14,7 +14,7 @@ PACKAGES=(
   libboost-dev libsimdjson-dev nlohmann-json3-dev prometheus-cpp-dev
   libgtest-dev libbenchmark-dev
   libmariadb-dev mariadb-server zlib1g-dev
-  socat curl yamllint python3-yaml prometheus
+  socat curl yamllint python3-yaml prometheus openssl
   clang libclang-rt-14-dev
   "$@"
 )

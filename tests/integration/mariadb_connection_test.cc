@@ -1,0 +1,392 @@
+// walwatch --source mysql as an operator connects it, against a real
+// MariaDB: the password in --mysql-conninfo never appears in anything
+// walwatch writes (a start, a wrong password, a server that does not
+// answer), and TLS does what README's "MySQL/MariaDB prerequisites" says.
+// The TLS tests run a private server with a CA and a server certificate the
+// test makes with openssl: ssl-mode=VERIFY_IDENTITY connects, streams, and
+// the server reports every session of walwatch's as encrypted; a wrong CA,
+// and REQUIRED against the shared server (which offers no TLS), stop
+// walwatch at startup with one line that names the fix.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/support/mariadb.h"
+#include "tests/integration/support/mariadb_walwatch.h"
+#include "tests/integration/support/walwatch_process.h"
+
+namespace walwatch::itest {
+namespace {
+
+// Startup errors and the wait for a server that does not answer.
+constexpr std::chrono::seconds kStartupBound{60};
+
+// A password that no other text of walwatch's output could hold.
+constexpr char kPassword[] = "Tq7-heron-Vw3-Kp9";
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The test's name, lower case, for its database and account.
+std::string TestName() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return Lower(std::string(info->test_suite_name()) + "_" + info->name());
+}
+
+class MariaDbConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/walwatch-myconn.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    tmpdir_ = tmpl;
+    // A private server (as the mysql user) reads its certificates here.
+    chmod(tmpdir_.c_str(), 0755);
+    user_ = "ww_conn_" + std::to_string(getpid());
+  }
+
+  void TearDown() override {
+    for (auto& w : walwatches_) w->Stop();
+    walwatches_.clear();
+    if (server_ != nullptr && !private_) {
+      RootExec(*server_, "DROP USER IF EXISTS '" + user_ +
+                             "'@'%';\nDROP DATABASE IF EXISTS " +
+                             mysql::QuoteIdentifier(db_));
+    }
+    private_.reset();
+    if (HasFailure()) {
+      std::cerr << "test files kept in " << tmpdir_ << "\n";
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(tmpdir_, ec);
+  }
+
+  // The test's server: the shared one, or a private one started with
+  // `extra` (PrivateMariaDb); a database of the test's own on it with
+  // Clusterpedia's table, and an account for walwatch with kPassword and
+  // roles.sql's grants.
+  void UseSharedServer() { ASSERT_NO_FATAL_FAILURE(UseServer(&TestMariaDb())); }
+  void UsePrivateServer(const std::string& extra) {
+    private_ = std::make_unique<PrivateMariaDb>(extra);
+    ASSERT_NO_FATAL_FAILURE(UseServer(&private_->server()));
+  }
+
+  // host, port, user, password and database of the test's account; `more`
+  // appended.
+  std::string Conninfo(const std::string& password,
+                       const std::string& more = "") const {
+    return "host=127.0.0.1 port=" + std::to_string(server_->port) +
+           " user=" + user_ + " password=" + password + " database=" + db_ +
+           (more.empty() ? "" : " " + more);
+  }
+
+  WalwatchProcess& Launch(const std::string& conninfo) {
+    WalwatchOptions o;
+    o.socket_path =
+        tmpdir_ + "/ww" + std::to_string(walwatches_.size()) + ".sock";
+    o.slot = "walwatch";  // not read: --source mysql
+    o.extra_args = {"--source",
+                    "mysql",
+                    "--mysql-conninfo",
+                    conninfo,
+                    "--server-id-from",
+                    ("wwc-" + TestName()).substr(0, 56) + "-" +
+                        std::to_string(walwatches_.size()),
+                    "--replay-window",
+                    "0s"};
+    std::string log = o.socket_path + ".stderr";
+    walwatches_.push_back(
+        std::make_unique<WalwatchProcess>(std::move(o), std::move(log)));
+    return *walwatches_.back();
+  }
+
+  // walwatch must exit non-zero within the bound, write only JSON log
+  // lines, and exactly one error line, which holds every one of
+  // `fix_words` (case-insensitive).
+  void ExpectStartupError(WalwatchProcess& ww,
+                          const std::vector<std::string>& fix_words) {
+    auto status = ww.WaitExit(kStartupBound);
+    ASSERT_TRUE(status.has_value())
+        << "walwatch still running after " << kStartupBound.count()
+        << " s; it must exit at startup";
+    EXPECT_TRUE(status->exited && status->exit_code != 0)
+        << "walwatch ended with " << status->Describe();
+    std::vector<std::string> errors;
+    for (const auto& line : ww.LogLines()) {
+      EXPECT_FALSE(line.contains("unparsed"))
+          << "stderr line is not a JSON log line: " << line["unparsed"];
+      if (line.value("level", "") == "error") errors.push_back(line.dump());
+    }
+    ASSERT_EQ(errors.size(), 1u) << "want one clear error line; stderr:\n"
+                                 << ww.StderrText();
+    for (const std::string& w : fix_words) {
+      EXPECT_NE(Lower(errors[0]).find(Lower(w)), std::string::npos)
+          << "the error line does not name the fix ('" << w
+          << "'): " << errors[0];
+    }
+  }
+
+  const MariaDbServer& server() const { return *server_; }
+  const std::string& database() const { return db_; }
+  const std::string& user() const { return user_; }
+  std::string TempPath(const std::string& name) const {
+    return tmpdir_ + "/" + name;
+  }
+
+ private:
+  void UseServer(const MariaDbServer* server) {
+    server_ = server;
+    db_ = ("c_" + TestName()).substr(0, 64);
+    ASSERT_EQ(CreateClusterpediaDatabase(*server_, db_), "");
+    const std::string account = "'" + user_ + "'@'%'";
+    ASSERT_EQ(RootExec(*server_,
+                       "DROP USER IF EXISTS " + account + ";\nCREATE USER " +
+                           account + " IDENTIFIED BY '" + kPassword +
+                           "';\nGRANT REPLICATION SLAVE, REPLICATION "
+                           "CLIENT ON *.* TO " +
+                           account + ";\nGRANT SELECT ON " +
+                           mysql::QuoteIdentifier(db_) + ".* TO " + account),
+              "");
+  }
+
+  std::string tmpdir_;
+  std::unique_ptr<PrivateMariaDb> private_;
+  const MariaDbServer* server_ = nullptr;
+  std::string db_;
+  std::string user_;
+  std::vector<std::unique_ptr<WalwatchProcess>> walwatches_;
+};
+
+// Every line of walwatch's stderr, searched for `secret`.
+::testing::AssertionResult NeverShows(const WalwatchProcess& ww,
+                                      const std::string& secret) {
+  const std::string text = ww.StderrText();
+  if (text.empty()) {
+    return ::testing::AssertionFailure() << "walwatch wrote nothing at all";
+  }
+  size_t at = text.find(secret);
+  if (at == std::string::npos) return ::testing::AssertionSuccess();
+  size_t begin = text.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return ::testing::AssertionFailure()
+         << "walwatch's stderr shows the password in: "
+         << text.substr(begin, text.find('\n', at) - begin);
+}
+
+// --- The password ------------------------------------------------------------
+
+TEST_F(MariaDbConnectionTest, AStartLogsTheConninfoWithThePasswordMasked) {
+  ASSERT_NO_FATAL_FAILURE(UseSharedServer());
+  WalwatchProcess& ww = Launch(Conninfo(kPassword));
+  ASSERT_TRUE(ww.WaitReady(kStartupBound));
+  // The account works end to end: an insert arrives.
+  BinlogWriter writer(server(), database());
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatchOn(watch, ww.socket_path(), "/api/v1/pods", {}));
+  const uint64_t c = writer.Insert(Pod("c1", "default", "p1"));
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+  EXPECT_EQ(e.rv(), c);
+  EXPECT_EQ(ww.Stop().Describe(), "exit code 0");
+
+  bool shown = false;
+  for (const auto& line : ww.LogLines()) {
+    if (line.value("msg", "") != "starting walwatch") continue;
+    EXPECT_EQ(line["config"].value("mysql-conninfo", ""), Conninfo("********"));
+    shown = true;
+  }
+  EXPECT_TRUE(shown) << "no startup line shows the configuration; stderr:\n"
+                     << ww.StderrText();
+  EXPECT_TRUE(NeverShows(ww, kPassword));
+}
+
+TEST_F(MariaDbConnectionTest, AWrongPasswordIsOneLineWithoutIt) {
+  ASSERT_NO_FATAL_FAILURE(UseSharedServer());
+  const std::string wrong = "Zr4-osprey-Hb8-Lm2";
+  WalwatchProcess& ww = Launch(Conninfo(wrong));
+  ASSERT_NO_FATAL_FAILURE(ExpectStartupError(
+      ww, {"access denied", user(), "password", "--mysql-conninfo"}));
+  EXPECT_TRUE(NeverShows(ww, wrong));
+}
+
+// A server that does not answer is waited for at startup (retried with
+// backoff, each attempt logged): the password is in none of those lines,
+// nor in the shutdown's.
+TEST_F(MariaDbConnectionTest, AServerThatDoesNotAnswerIsWaitedForWithoutIt) {
+  ASSERT_NO_FATAL_FAILURE(UseSharedServer());
+  const int port = FreeLoopbackPort();  // nothing listens there
+  ASSERT_NE(port, 0);
+  WalwatchProcess& ww =
+      Launch("host=127.0.0.1 port=" + std::to_string(port) + " user=" + user() +
+             " password=" + kPassword + " database=" + database());
+  const auto deadline = Clock::now() + kStartupBound;
+  int retries = 0;
+  while (Clock::now() < deadline && retries < 2 && ww.Running()) {
+    retries = 0;
+    for (const auto& line : ww.LogLines()) {
+      if (line.value("level", "") == "warn" &&
+          line.value("msg", "").find("does not answer") != std::string::npos) {
+        ++retries;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(retries, 2) << "walwatch did not log two attempts; stderr:\n"
+                        << ww.StderrText();
+  EXPECT_EQ(ww.Stop().Describe(), "exit code 0");
+  EXPECT_NE(ww.StderrText().find("127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << "the lines name the server walwatch waits for";
+  EXPECT_TRUE(NeverShows(ww, kPassword));
+}
+
+// --- TLS ---------------------------------------------------------------------
+
+// Runs a shell command; fails the test with its output if it fails.
+void Shell(const std::string& command) {
+  CommandResult r = RunCommand({"/bin/sh", "-c", command}, kStartupBound);
+  ASSERT_TRUE(r.exited && r.exit_code == 0)
+      << command << ": " << r.Describe() << "\n"
+      << r.output;
+}
+
+class MariaDbTlsTest : public MariaDbConnectionTest {
+ protected:
+  // In the test's directory: ca.crt (a CA), server.crt and server.key
+  // (signed by it, for 127.0.0.1 and localhost), other-ca.crt (a CA that
+  // signed nothing here). Then a private server with TLS from them, and
+  // performance_schema for the sessions' status.
+  void StartTlsServer() {
+    const std::string d = TempPath("");
+    ASSERT_NO_FATAL_FAILURE(Shell(
+        "set -e; cd " + d +
+        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+        "-subj '/CN=walwatch test CA' -keyout ca.key -out ca.crt"
+        "; openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' "
+        "-keyout server.key -out server.csr"
+        "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.cnf"
+        "; openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key "
+        "-CAcreateserial -days 2 -extfile san.cnf -out server.crt"
+        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+        "-subj '/CN=walwatch other CA' -keyout other-ca.key -out other-ca.crt"
+        // The server runs as the mysql user: it must read its key.
+        "; chmod 644 *"));
+    ASSERT_NO_FATAL_FAILURE(UsePrivateServer(
+        "ssl-ca=" + d + "ca.crt;ssl-cert=" + d + "server.crt;ssl-key=" + d +
+        "server.key;performance_schema=ON"));
+  }
+};
+
+// Per session of the account: its command and its Ssl_cipher status.
+struct Session {
+  std::string command;
+  std::string cipher;
+};
+std::vector<Session> SessionsOf(const MariaDbServer& server,
+                                const std::string& user) {
+  mysql::MysqlConnection conn;
+  std::vector<Session> out;
+  if (std::string err = conn.Connect(server.Root()); !err.empty()) {
+    ADD_FAILURE() << err;
+    return out;
+  }
+  mysql::MysqlRows rows;
+  std::string err = conn.Query(
+      "SELECT t.PROCESSLIST_COMMAND, COALESCE(s.VARIABLE_VALUE, '') FROM "
+      "performance_schema.threads t LEFT JOIN "
+      "performance_schema.status_by_thread s ON s.THREAD_ID = t.THREAD_ID "
+      "AND s.VARIABLE_NAME = 'Ssl_cipher' WHERE t.PROCESSLIST_USER = " +
+          conn.Quote(user),
+      &rows);
+  if (!err.empty()) {
+    ADD_FAILURE() << err;
+    return out;
+  }
+  for (const auto& r : rows.rows) {
+    out.push_back({r[0].value_or("(null)"), r[1].value_or("")});
+  }
+  return out;
+}
+
+// VERIFY_IDENTITY, and REQUIRED (encrypted, the certificate unchecked):
+// both connect, both stream, and the server lists every session of
+// walwatch's as encrypted.
+TEST_F(MariaDbTlsTest, VerifyIdentityAndRequiredStreamEncrypted) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsServer());
+  WalwatchProcess& verifying = Launch(Conninfo(
+      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
+  WalwatchProcess& requiring = Launch(Conninfo(kPassword, "ssl-mode=REQUIRED"));
+  ASSERT_TRUE(verifying.WaitReady(kStartupBound));
+  ASSERT_TRUE(requiring.WaitReady(kStartupBound));
+  BinlogWriter writer(server(), database());
+  WatchClient watch_verifying, watch_requiring;
+  ASSERT_TRUE(OpenWatchOn(watch_verifying, verifying.socket_path(),
+                          "/api/v1/pods", {}));
+  ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
+                          "/api/v1/pods", {}));
+  const uint64_t c = writer.Insert(Pod("c1", "default", "over-tls"));
+  for (WatchClient* watch : {&watch_verifying, &watch_requiring}) {
+    WatchEvent e;
+    ASSERT_TRUE(watch->NextEvent(&e, In(kEventWait)));
+    EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+    EXPECT_EQ(e.rv(), c);
+    EXPECT_EQ(e.object["metadata"].value("name", ""), "over-tls");
+  }
+
+  // The server's view: walwatch's sessions (a binlog stream of each at
+  // least), each encrypted.
+  std::vector<Session> sessions = SessionsOf(server(), user());
+  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
+                          [](auto& s) { return s.command == "Binlog Dump"; }),
+            2)
+      << "want a binlog stream of each walwatch on the server";
+  for (const Session& s : sessions) {
+    EXPECT_NE(s.cipher, "")
+        << "a session of walwatch's (" << s.command << ") is not encrypted";
+  }
+  EXPECT_TRUE(NeverShows(verifying, kPassword));
+  EXPECT_TRUE(NeverShows(requiring, kPassword));
+}
+
+TEST_F(MariaDbTlsTest, VerifyIdentityWithAnotherCaIsOneLineNamingTheFix) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsServer());
+  WalwatchProcess& ww =
+      Launch(Conninfo(kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" +
+                                     TempPath("other-ca.crt")));
+  ASSERT_NO_FATAL_FAILURE(ExpectStartupError(
+      ww, {"certificate", "fix", "ssl-ca", "--mysql-conninfo"}));
+  EXPECT_TRUE(NeverShows(ww, kPassword));
+}
+
+// Connector/C alone does not refuse plaintext here: without verification
+// it connects in the clear when the server offers no TLS (mysql_conn.cc
+// checks).
+TEST_F(MariaDbTlsTest, RequiredAgainstAServerWithoutTlsIsOneLine) {
+  ASSERT_NO_FATAL_FAILURE(UseSharedServer());
+  mysql::MysqlConnection conn;
+  ASSERT_EQ(conn.Connect(server().Root()), "");
+  std::optional<std::string> have_ssl;
+  ASSERT_EQ(conn.QueryValue("SELECT @@have_ssl", &have_ssl), "");
+  ASSERT_NE(have_ssl.value_or(""), "YES")
+      << "precondition: the shared server must offer no TLS";
+  WalwatchProcess& ww = Launch(Conninfo(kPassword, "ssl-mode=REQUIRED"));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectStartupError(ww, {"TLS", "ssl-mode", "fix", "--mysql-conninfo"}));
+  EXPECT_TRUE(NeverShows(ww, kPassword));
+}
+
+}  // namespace
+}  // namespace walwatch::itest
