@@ -117,25 +117,7 @@ class MariaDbConnectionTest : public ::testing::Test {
   // `fix_words` (case-insensitive).
   void ExpectStartupError(WalwatchProcess& ww,
                           const std::vector<std::string>& fix_words) {
-    auto status = ww.WaitExit(kStartupBound);
-    ASSERT_TRUE(status.has_value())
-        << "walwatch still running after " << kStartupBound.count()
-        << " s; it must exit at startup";
-    EXPECT_TRUE(status->exited && status->exit_code != 0)
-        << "walwatch ended with " << status->Describe();
-    std::vector<std::string> errors;
-    for (const auto& line : ww.LogLines()) {
-      EXPECT_FALSE(line.contains("unparsed"))
-          << "stderr line is not a JSON log line: " << line["unparsed"];
-      if (line.value("level", "") == "error") errors.push_back(line.dump());
-    }
-    ASSERT_EQ(errors.size(), 1u) << "want one clear error line; stderr:\n"
-                                 << ww.StderrText();
-    for (const std::string& w : fix_words) {
-      EXPECT_NE(Lower(errors[0]).find(Lower(w)), std::string::npos)
-          << "the error line does not name the fix ('" << w
-          << "'): " << errors[0];
-    }
+    EXPECT_TRUE(ExitsWithOneErrorNaming(ww, fix_words, kStartupBound));
   }
 
   const MariaDbServer& server() const { return *server_; }

@@ -16,12 +16,6 @@ namespace {
 
 constexpr std::chrono::seconds kStartupBound{30};
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 class StartupErrorsTest : public WalwatchTest {
  protected:
   // Starts walwatch with `options` and expects it to fail: exit code != 0
@@ -30,30 +24,7 @@ class StartupErrorsTest : public WalwatchTest {
   void ExpectStartupError(WalwatchOptions options,
                           const std::vector<std::string>& fix_words) {
     WalwatchProcess& ww = Launch(std::move(options));
-    auto status = ww.WaitExit(kStartupBound);
-    ASSERT_TRUE(status.has_value())
-        << "walwatch still running after " << kStartupBound.count()
-        << " s; it must exit at startup. stderr:\n" << ww.StderrText();
-    EXPECT_TRUE(status->exited && status->exit_code != 0)
-        << "walwatch ended with " << status->Describe();
-
-    std::vector<std::string> errors;
-    for (const auto& line : ww.LogLines()) {
-      EXPECT_FALSE(line.contains("unparsed"))
-          << "stderr line is not a JSON log line: " << line["unparsed"];
-      if (line.value("level", "") == "error") errors.push_back(line.dump());
-    }
-    EXPECT_EQ(errors.size(), 1u) << "want one clear error line; stderr:\n"
-                                 << ww.StderrText();
-    bool named = std::any_of(errors.begin(), errors.end(), [&](auto& e) {
-      return std::all_of(fix_words.begin(), fix_words.end(), [&](auto& w) {
-        return Lower(e).find(Lower(w)) != std::string::npos;
-      });
-    });
-    std::string words;
-    for (const auto& w : fix_words) words += " '" + w + "'";
-    EXPECT_TRUE(named) << "no error line names the fix (words:" << words
-                       << "); stderr:\n" << ww.StderrText();
+    EXPECT_TRUE(ExitsWithOneErrorNaming(ww, fix_words, kStartupBound));
   }
 
   bool ServerHasSetting(const std::string& name) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -293,6 +294,47 @@ void WalwatchProcess::DumpStderr() const {
   }
   std::cerr << "---- walwatch stderr (" << child_.stderr_path() << ") ----\n"
             << text << "---- end of walwatch stderr ----\n";
+}
+
+::testing::AssertionResult ExitsWithOneErrorNaming(
+    WalwatchProcess& ww, const std::vector<std::string>& fix_words,
+    std::chrono::seconds bound) {
+  auto status = ww.WaitExit(bound);
+  if (!status) {
+    return ::testing::AssertionFailure()
+           << "walwatch still running after " << bound.count()
+           << " s; it must exit at startup. stderr:\n" << ww.StderrText();
+  }
+  if (!status->exited || status->exit_code == 0) {
+    return ::testing::AssertionFailure()
+           << "walwatch ended with " << status->Describe();
+  }
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(
+                          static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::vector<std::string> errors;
+  for (const auto& line : ww.LogLines()) {
+    if (line.contains("unparsed")) {
+      return ::testing::AssertionFailure()
+             << "stderr line is not a JSON log line: " << line["unparsed"];
+    }
+    if (line.value("level", "") == "error") errors.push_back(line.dump());
+  }
+  if (errors.size() != 1) {
+    return ::testing::AssertionFailure()
+           << "want one clear error line, got " << errors.size()
+           << "; stderr:\n" << ww.StderrText();
+  }
+  for (const std::string& w : fix_words) {
+    if (lower(errors[0]).find(lower(w)) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "the error line does not name the fix ('" << w
+             << "'): " << errors[0];
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace walwatch::itest

@@ -127,6 +127,13 @@ class WalwatchProcess {
   ChildProcess child_;
 };
 
+// For startup-error tests: `ww` exits non-zero within `bound`, every line
+// of its stderr is a JSON log line, and exactly one of them is an error,
+// which names each of `fix_words` (case-insensitive).
+::testing::AssertionResult ExitsWithOneErrorNaming(
+    WalwatchProcess& ww, const std::vector<std::string>& fix_words,
+    std::chrono::seconds bound);
+
 }  // namespace walwatch::itest
 
 #endif  // WALWATCH_TESTS_INTEGRATION_SUPPORT_WALWATCH_PROCESS_H_
