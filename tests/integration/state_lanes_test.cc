@@ -32,11 +32,11 @@ TEST_F(StateLanesTest, AClientThatDoesNotReadItsStateLeavesHandoffsAnswered) {
 
   // The one state reader streams this WatchList, which is never read.
   auto stalled = std::make_unique<WatchClient>();
-  ASSERT_TRUE(stalled->Open(ww->socket_path(),
-                           "/api/v1/pods?watch=1&sendInitialEvents=true&"
-                           "resourceVersionMatch=NotOlderThan&"
-                           "allowWatchBookmarks=true",
-                           In(std::chrono::seconds(60))));
+  ASSERT_TRUE(stalled->OpenState(ww->socket_path(),
+                                 "/api/v1/pods?watch=1&sendInitialEvents=true&"
+                                 "resourceVersionMatch=NotOlderThan&"
+                                 "allowWatchBookmarks=true",
+                                 In(std::chrono::seconds(60))));
   ASSERT_EQ(stalled->status(), 200);
 
   // A second initial state now waits for a reader: it is the case meant

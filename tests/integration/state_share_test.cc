@@ -123,9 +123,9 @@ class StateShareTest : public WalwatchTest {
                                            const std::set<std::string>& names,
                                            Clock::time_point deadline) {
     WatchClient watch;
-    auto opened = watch.Open(ww.socket_path(),
-                             WatchTarget("/apis/apps/v1/deployments", 0),
-                             deadline);
+    auto opened =
+        watch.OpenState(ww.socket_path(),
+                        WatchTarget("/apis/apps/v1/deployments", 0), deadline);
     if (!opened) return opened;
     if (watch.status() != 200) {
       return ::testing::AssertionFailure()
@@ -272,7 +272,8 @@ TEST_F(StateShareTest, AClientThatStopsReadingItsStateGets410AndFreesItsWorker) 
   // The only worker streams this WatchList; its client reads the header,
   // then stops.
   WatchClient stalled;
-  ASSERT_TRUE(stalled.Open(ww->socket_path(), kWatchListPods, In(kEventWait)));
+  ASSERT_TRUE(
+      stalled.OpenState(ww->socket_path(), kWatchListPods, In(kEventWait)));
   ASSERT_EQ(stalled.status(), 200);
 
   auto deadline = In(seconds(30));

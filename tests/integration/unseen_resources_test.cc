@@ -69,7 +69,7 @@ class UnseenResourcesTest : public WalwatchTest {
                                                 const WalwatchProcess& ww,
                                                 const std::string& path,
                                                 nlohmann::json* marker) {
-    auto opened = watch.Open(ww.socket_path(),
+    auto opened = watch.OpenState(ww.socket_path(),
                              path +
                                  "?watch=1&sendInitialEvents=true&"
                                  "resourceVersionMatch=NotOlderThan&"

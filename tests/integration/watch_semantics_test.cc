@@ -73,9 +73,10 @@ bool IsInitialEventsEnd(const WatchEvent& e) {
 
 class WatchSemanticsTest : public WalwatchTest {
  protected:
-  // Opens `target` (a full request target) and checks for a 200 stream.
+  // Opens `target` (a full request target) and checks for a 200 stream
+  // (a state: retried while it cannot be handed off exactly yet).
   ::testing::AssertionResult Open(WatchClient& watch, const std::string& target) {
-    auto r = watch.Open(ww_->socket_path(), target, In(kEventWait));
+    auto r = watch.OpenState(ww_->socket_path(), target, In(kEventWait));
     if (!r) return r;
     if (watch.status() != 200) {
       return ::testing::AssertionFailure()

@@ -143,6 +143,19 @@ std::string WatchEvent::member_rv() const {
 WatchClient::WatchClient() = default;
 WatchClient::~WatchClient() = default;
 
+::testing::AssertionResult WatchClient::OpenState(
+    const std::string& socket_path, const std::string& target,
+    Clock::time_point deadline) {
+  for (;;) {
+    auto opened = Open(socket_path, target, deadline);
+    if (!opened || status_ != 410 ||
+        body_.find("cannot be handed off exactly yet") == std::string::npos ||
+        Clock::now() >= deadline) {
+      return opened;
+    }
+  }
+}
+
 ::testing::AssertionResult WatchClient::Open(const std::string& socket_path,
                                              const std::string& target,
                                              Clock::time_point deadline) {

@@ -82,6 +82,15 @@ class WatchClient {
   ::testing::AssertionResult Open(const std::string& socket_path,
                                   const std::string& target,
                                   Clock::time_point deadline);
+  // Open, for a request of an initial state (resourceVersion=0, or a
+  // WatchList) by a test that does not test the answer below: while
+  // walwatch answers 410 "cannot be handed off exactly yet" (a transaction
+  // of the cluster open since before its log began, such as another
+  // test's: xids are the cluster's), it opens again, as a client retries
+  // (PROTOCOL.md, "exact or retry"), until `deadline`.
+  ::testing::AssertionResult OpenState(const std::string& socket_path,
+                                       const std::string& target,
+                                       Clock::time_point deadline);
 
   int status() const { return status_; }
   const std::string& content_type() const { return content_type_; }
