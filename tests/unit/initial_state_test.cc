@@ -80,15 +80,8 @@ TEST_F(InitialStateTest, StateOutlivedByTheLogEndsWith410BeforeItsRest) {
   EXPECT_EQ(client->ReadLine(), Line(a0));
   log_.AppendBarrier(200);  // the events after 110 are gone
   ASSERT_TRUE(stream->Push({StatePod("b", 110)}));
-  std::optional<std::string> line = client->ReadLine();
-  ASSERT_TRUE(line);
-  nlohmann::json error = nlohmann::json::parse(*line, nullptr, false);
-  EXPECT_EQ(error.value("type", ""), "ERROR") << *line;
-  EXPECT_EQ(error["object"].value("code", 0), 410) << *line;
-  EXPECT_EQ(error["object"].value("message", ""),
-            "too old resource version: 110 (200)");
-  EXPECT_EQ(client->ReadLine(), std::nullopt);
-  EXPECT_TRUE(client->body_done());
+  EXPECT_TRUE(
+      ErrorThenEnd(client.get(), 410, "too old resource version: 110 (200)"));
   EXPECT_TRUE(stream->cancelled());
 }
 

@@ -134,14 +134,8 @@ TEST_F(WatchStreamTest, FallingOutOfTheLogEndsWithExpired) {
   EventPtr a = AppendPod(110, "a");
   EXPECT_EQ(client->ReadLine(), Line(a));
   log_.AppendBarrier(200);
-  std::optional<std::string> line = client->ReadLine();
-  ASSERT_TRUE(line);
-  nlohmann::json error = nlohmann::json::parse(*line);
-  EXPECT_EQ(error["type"], "ERROR");
-  EXPECT_EQ(error["object"]["code"], 410);
-  EXPECT_EQ(error["object"]["message"], "too old resource version: 110 (200)");
-  EXPECT_EQ(client->ReadLine(), std::nullopt);
-  EXPECT_TRUE(client->body_done());
+  EXPECT_TRUE(
+      ErrorThenEnd(client.get(), 410, "too old resource version: 110 (200)"));
   EXPECT_TRUE(client->ReadEof());
 }
 

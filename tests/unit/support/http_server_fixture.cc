@@ -34,6 +34,28 @@ using namespace std::chrono_literals;
 // and a message equal to `message` (containing it, with Match::kContains).
 // A 504 carries the ResourceVersionTooLarge cause and retryAfterSeconds 1
 // (what client-go retries on); any other code neither a cause nor a retry.
+::testing::AssertionResult ErrorThenEnd(TestClient* client, unsigned code,
+                                        const std::string& message) {
+  std::optional<std::string> line = client->ReadLine();
+  if (!line) return ::testing::AssertionFailure() << "no ERROR event";
+  nlohmann::json error = nlohmann::json::parse(*line, nullptr, false);
+  if (!error.is_object() || error.value("type", "") != "ERROR" ||
+      !error["object"].is_object() ||
+      error["object"].value("code", 0u) != code ||
+      error["object"].value("message", "") != message) {
+    return ::testing::AssertionFailure()
+           << "want an ERROR event of " << code << " \"" << message
+           << "\", got " << *line;
+  }
+  if (std::optional<std::string> more = client->ReadLine()) {
+    return ::testing::AssertionFailure() << "a line after the ERROR: " << *more;
+  }
+  if (!client->body_done()) {
+    return ::testing::AssertionFailure() << "the body did not end";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult IsStatus(const TestClient& client, unsigned code,
                                     const std::string& reason,
                                     const std::string& message, Match match) {

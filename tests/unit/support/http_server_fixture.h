@@ -54,6 +54,11 @@ enum class Match { kExact, kContains };
                                     const std::string& message,
                                     Match match = Match::kExact);
 
+// The stream `client` reads goes on with one ERROR event whose Status has
+// `code` and `message`, and then its body ends.
+::testing::AssertionResult ErrorThenEnd(TestClient* client, unsigned code,
+                                        const std::string& message);
+
 class HttpServerTest : public ::testing::Test {
  protected:
   HttpServerTest() = default;
