@@ -285,7 +285,7 @@ echo "walwatch drain: $WW s, mariadb-binlog: $MBL s, ratio $RATIO"
   echo "| walwatch --source mysql → one watcher (start to last event) | $WW | $(rps "$WW") | ${ww_all[*]} |"
   echo "| walwatch (first to last event) | $WW_STREAM | $(rps "$WW_STREAM") | ${ww_stream_all[*]} |"
   echo
-  echo "walwatch / mariadb-binlog: $RATIO — goal ≤ 1.11: $VERDICT. From walwatch's first event to its last (its startup left out: the checks, the catalog's SELECT DISTINCT over the table, choosing where the replay window starts): $STREAM_RATIO × mariadb-binlog's time."
+  echo "walwatch / mariadb-binlog: $RATIO — goal ≤ 1.11: $VERDICT. From walwatch's first event to its last (its startup left out: the checks, loading the resource catalog, choosing where the replay window starts): $STREAM_RATIO × mariadb-binlog's time."
 } >"$DIR/report.md"
 cat "$DIR/report.md"
 [[ -z "${BENCH_REPORT:-}" ]] || cp "$DIR/report.md" "$BENCH_REPORT"
