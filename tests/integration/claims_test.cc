@@ -376,6 +376,63 @@ TEST_F(ClaimsTest, MappingFileWatchesAnotherTable) {
   EXPECT_EQ(events[3].name(), "w-2");
 }
 
+// --mapping FILE on a table that has no index leading with the group,
+// version and resource columns, and whose group column may be NULL (a
+// core resource, here): walwatch still learns at startup the kind of every
+// resource the table holds, so bookmarks carry the rows' kinds rather than
+// guesses from the plural.
+TEST_F(ClaimsTest, MappingFileTableWithoutTheIndexStillGivesItsKindsAtStartup) {
+  db().Exec(
+      "CREATE TABLE gadgets (id text PRIMARY KEY, api_group text, "
+      "api_version text NOT NULL, kind_plural text NOT NULL, type_name text "
+      "NOT NULL, site text NOT NULL, ns text NOT NULL, title text NOT NULL, "
+      "body jsonb NOT NULL);"
+      "ALTER TABLE gadgets REPLICA IDENTITY FULL;"
+      "INSERT INTO gadgets VALUES "
+      "('u1', 'example.com', 'v1', 'gadgets', 'GadGet', 'c1', 'ns', 'a', '{}'),"
+      "('u2', NULL, 'v1', 'gizmos', 'GizMo', 'c1', 'ns', 'b', '{}'),"
+      "('u3', NULL, 'v1', 'thingamajigs', 'ThingaMaJig', 'c1', 'ns', 'c', "
+      "'{}')");
+  const std::string mapping = TempPath("gadgets.mapping.json");
+  std::ofstream(mapping) << nlohmann::json{
+      {"schema", "public"},
+      {"table", "gadgets"},
+      {"columns",
+       {{"group", "api_group"},
+        {"version", "api_version"},
+        {"resource", "kind_plural"},
+        {"kind", "type_name"},
+        {"cluster", "site"},
+        {"namespace", "ns"},
+        {"name", "title"},
+        {"uid", "id"},
+        {"object", "body"}}}};
+  WalwatchOptions o = DefaultOptions();
+  o.extra_args = {"--mapping", mapping, "--bookmark-interval", "1s"};
+  auto* ww = StartWalwatch(o);
+  ASSERT_NE(ww, nullptr);
+  const struct {
+    std::string path, kind;
+  } kInTable[] = {{"/apis/example.com/v1/gadgets", "GadGet"},
+                  {"/api/v1/gizmos", "GizMo"},
+                  {"/api/v1/thingamajigs", "ThingaMaJig"}};
+  for (const auto& t : kInTable) {
+    SCOPED_TRACE(t.path);
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww->socket_path(),
+                           t.path + "?watch=1&allowWatchBookmarks=true&"
+                                    "resourceVersion=" +
+                               std::to_string(FetchFreshRv(ww->socket_path())),
+                           In(kEventWait)));
+    ASSERT_EQ(watch.status(), 200) << watch.body();
+    WatchEvent e;
+    do {
+      ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+    } while (e.type != "BOOKMARK");
+    EXPECT_EQ(e.object.value("kind", ""), t.kind) << e.raw;
+  }
+}
+
 // --retained-wal-warn: above it, walwatch warns in its log, naming its slot
 // and the retained bytes.
 TEST_F(ClaimsTest, RetainedWalWarnLogsAboveTheThreshold) {

@@ -334,5 +334,54 @@ TEST_F(UnseenResourcesTest, ARestartAfterTheLastRowWasDeletedStillStreams) {
   });
 }
 
+// (4) The kinds of the resources the table holds when walwatch starts come
+// from the table (LoadCatalog), not from the stream: a new slot sends none
+// of those rows, yet each resource's bookmarks carry its rows' kind, which
+// no guess from the plural gives. Resources of the core group, of groups
+// and versions on either side of each other, and with rows in several
+// clusters: the startup query steps from one (group, version, resource) to
+// the next through the index, and must not skip one.
+TEST_F(UnseenResourcesTest, TheKindsOfTheTablesResourcesAreKnownAtStartup) {
+  const struct {
+    std::string group, version, resource, kind, path;
+  } kInTable[] = {
+      {"", "v1", "thingamajigs", "ThingaMaJig", "/api/v1/thingamajigs"},
+      {"a.example.com", "v1", "gizmos", "GizMoA",
+       "/apis/a.example.com/v1/gizmos"},
+      {"example.com", "v1", "gizmos", "GizMo", "/apis/example.com/v1/gizmos"},
+      {"example.com", "v1", "widgetses", "WidGet",
+       "/apis/example.com/v1/widgetses"},
+      {"example.com", "v1beta1", "gizmos", "GizMoBeta",
+       "/apis/example.com/v1beta1/gizmos"},
+      {"z.example.io", "v2", "doodads", "DooDad", "/apis/z.example.io/v2/doodads"},
+  };
+  int uid = 0;
+  for (const auto& t : kInTable) {
+    for (const char* cluster : {"c1", "c2", "c3"}) {
+      Resource r = Custom(t.resource, t.kind, cluster, "one");
+      r.group = t.group;
+      r.version = t.version;
+      r.uid = "uid-kinds-" + std::to_string(++uid);
+      InsertRow(db(), r);
+    }
+  }
+  WalwatchProcess* ww = Start();
+  ASSERT_NE(ww, nullptr);
+  for (const auto& t : kInTable) {
+    SCOPED_TRACE(t.path);
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(ww->socket_path(),
+                           t.path + "?watch=1&allowWatchBookmarks=true&"
+                                    "resourceVersion=" +
+                               std::to_string(FetchFreshRv(ww->socket_path())),
+                           In(kEventWait)));
+    ASSERT_EQ(watch.status(), 200) << watch.body();
+    nlohmann::json bookmark;
+    ASSERT_TRUE(NextBookmark(watch, &bookmark));
+    EXPECT_KIND(bookmark, t.kind,
+                t.group.empty() ? t.version : t.group + "/" + t.version);
+  }
+}
+
 }  // namespace
 }  // namespace walwatch::itest
