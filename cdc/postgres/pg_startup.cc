@@ -27,7 +27,7 @@ constexpr std::chrono::seconds kServerDownStartupWait{150};
 // Prepare's connection. A server that does not answer, or refuses
 // connections while it starts or shuts down, is retried with backoff for
 // up to kServerDownStartupWait; any other failure (the login, the
-// database) is returned at once.
+// database, TLS certificates and keys) is returned at once.
 std::string ConnectAtStartup(const PostgresSourceOptions& opt,
                              const StopSignal& stop, PgConn* conn) {
   const auto give_up = Clock::now() + kServerDownStartupWait;
@@ -36,9 +36,11 @@ std::string ConnectAtStartup(const PostgresSourceOptions& opt,
     *conn = ConnectPg(opt.conninfo, /*replication=*/false,
                       opt.connect_timeout_seconds);
     if (PQstatus(conn->get()) == CONNECTION_OK) return "";
+    const std::string pg_error = PgError(conn->get());
     std::string err =
-        "cannot connect to PostgreSQL: " + ExplainPgError(PgError(conn->get()));
+        "cannot connect to PostgreSQL: " + ExplainPgError(pg_error);
     conn->reset();
+    if (IsClientTlsError(pg_error)) return err;
     // A server that takes connections refused walwatch's own: waiting
     // will not fix a password, a database name or pg_hba.conf.
     const PGPing ping = PingPg(opt.conninfo, opt.connect_timeout_seconds);
