@@ -7,9 +7,10 @@
 // Without the certificate, or with one of another CA, walwatch stops at
 // startup with one line that names the fix.
 //
-// TCP only: PostgreSQL has no TLS on its Unix socket. libpq skips TLS
-// there whatever sslmode says (verify-full included) and connects in the
-// clear, and pg_hba.conf's hostssl lines never match a `local` connection.
+// TCP: PostgreSQL has no TLS on its Unix socket. libpq skips TLS there
+// whatever sslmode says (verify-full included) and connects in the clear,
+// and pg_hba.conf's hostssl lines never match a `local` connection; walwatch
+// warns of such a conninfo at startup (the last test).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -233,6 +234,38 @@ TEST_F(PgTlsTest, AMissingOrForeignClientCertificateIsOneLine) {
     EXPECT_TRUE(NeverShowsKey(ww, Path("client.key")));
     EXPECT_TRUE(NeverShowsKey(ww, Path("other-client.key")));
   }
+}
+
+// sslmode=verify-full on the Unix socket: libpq connects in the clear (the
+// server's pg_stat_ssl says so), and walwatch says so at startup rather
+// than let the conninfo pass for an encrypted one.
+TEST_F(PgTlsTest, SslmodeOnTheUnixSocketIsWarnedOfAsUnencrypted) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsCluster());
+  WalwatchProcess& ww =
+      Launch(AdminConninfo("cp") +
+             " sslmode=verify-full sslrootcert=" + Path("ca.crt"));
+  ASSERT_TRUE(ww.WaitReady(kStartupBound));
+  auto sessions = db().Query(
+      "SELECT a.backend_type, s.ssl::text FROM pg_stat_activity a JOIN "
+      "pg_stat_ssl s USING (pid) WHERE a.backend_type = 'walsender'");
+  ASSERT_FALSE(sessions.empty()) << "want walwatch's walsender on the server";
+  for (const PgRow& r : sessions) {
+    EXPECT_EQ(r[1].value_or(""), "false")
+        << "precondition: libpq used TLS on the Unix socket";
+  }
+  int warnings = 0;
+  for (const auto& line : ww.LogLines()) {
+    const std::string msg = line.value("msg", "");
+    if (line.value("level", "") == "warn" &&
+        msg.find("sslmode=verify-full has no effect on a Unix socket") !=
+            std::string::npos &&
+        msg.find("unencrypted") != std::string::npos) {
+      ++warnings;
+    }
+  }
+  EXPECT_GE(warnings, 1) << "no warning of the unencrypted socket; stderr:\n"
+                         << ww.StderrText();
+  EXPECT_EQ(ww.Stop().Describe(), "exit code 0");
 }
 
 }  // namespace
