@@ -42,6 +42,91 @@ bool ServerDown(unsigned error) {
   }
 }
 
+bool Has(const std::string& text, const char* part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The client library's words in a Connect error, without the target before
+// them (its user and database names could hold any word).
+std::string Reason(const MysqlConnParams& p, const std::string& err) {
+  const std::string prefix = "cannot connect to " + DescribeParams(p) + ": ";
+  return err.compare(0, prefix.size(), prefix) == 0 ? err.substr(prefix.size())
+                                                    : err;
+}
+
+// The fix for a refused login: the server says "Access denied" alike for a
+// wrong password and for an account whose REQUIRE (SSL, X509, ISSUER,
+// SUBJECT) the connection does not meet.
+std::string AccessDeniedFix(const MysqlConnParams& p) {
+  if (p.tls == MysqlConnParams::Tls::kDisabled) {
+    return " (fix: the user and password in --mysql-conninfo; an account "
+           "created REQUIRE SSL also needs ssl-mode, and one REQUIRE X509, "
+           "ISSUER or SUBJECT a client certificate: ssl-cert and ssl-key)";
+  }
+  if (p.tls_cert.empty()) {
+    return " (fix: the user and password in --mysql-conninfo; an account "
+           "created REQUIRE X509, ISSUER or SUBJECT also needs a client "
+           "certificate: ssl-cert and ssl-key)";
+  }
+  return " (fix: the user and password in --mysql-conninfo; for an account "
+         "created REQUIRE ISSUER or SUBJECT, a client certificate in ssl-cert "
+         "with that issuer and subject)";
+}
+
+// The fix for a TLS failure. Connector/C reports each as
+// CR_SSL_CONNECTION_ERROR, with OpenSSL's words for what failed.
+std::string TlsFix(const MysqlConnParams& p, const std::string& error) {
+  const std::string err = Reason(p, error);
+  const bool client_cert = !p.tls_cert.empty();
+  if (Has(err, "cannot read the ssl-")) {
+    return " (fix: the file named, readable by walwatch's user, in "
+           "--mysql-conninfo)";
+  }
+  if (Has(err, "does not offer TLS") || Has(err, "not support")) {
+    return " (fix: TLS on the server (its ssl_cert and ssl_key), or "
+           "ssl-mode=DISABLED in --mysql-conninfo)";
+  }
+  if (Has(err, "key values mismatch")) {
+    return " (fix: ssl-key in --mysql-conninfo must be the private key of "
+           "the certificate in ssl-cert)";
+  }
+  // An alert is the server's answer; with a client certificate sent, it
+  // is about that certificate.
+  if (client_cert && Has(err, "alert")) {
+    return " (the server refused walwatch's client certificate; fix: ssl-cert "
+           "in --mysql-conninfo a certificate signed by a CA the server "
+           "trusts (its ssl_ca), valid now, and ssl-key its key)";
+  }
+  if (Has(err, "Validation of SSL server certificate failed")) {
+    return " (the server's certificate does not name " +
+           (p.host.empty() || p.host == "localhost"
+                ? std::string("localhost, the name checked on the Unix socket")
+                : p.host) +
+           "; fix: that name in the certificate's subjectAltName or CN, or "
+           "host in --mysql-conninfo the name the certificate has)";
+  }
+  if (Has(err, "certificate")) {
+    return " (fix: ssl-ca in --mysql-conninfo the CA that signed the server's "
+           "certificate)";
+  }
+  return " (fix: ssl-ca, ssl-cert and ssl-key in --mysql-conninfo PEM files, "
+         "ssl-key the key of ssl-cert, and TLS on the server (its ssl_cert "
+         "and ssl_key))";
+}
+
+// Under TLS 1.3 the client's handshake ends before the server has checked
+// the client's certificate: a server that refuses it sends an alert and
+// closes, and the login that follows often meets a reset connection before
+// the alert is read. That is no server down, and waiting will not fix it.
+bool LostAfterClientCertificate(const MysqlConnParams& p, unsigned error,
+                                const std::string& err) {
+  const std::string reason = Reason(p, err);
+  return error == CR_SERVER_LOST && p.tls != MysqlConnParams::Tls::kDisabled &&
+         !p.tls_cert.empty() &&
+         (Has(reason, "sending authentication information") ||
+          Has(reason, "reading authorization packet"));
+}
+
 }  // namespace
 
 std::string MariaDbSource::ConnectAtStartup(MysqlConnection* conn) {
@@ -52,19 +137,18 @@ std::string MariaDbSource::ConnectAtStartup(MysqlConnection* conn) {
     if (err.empty()) return "";
     const unsigned no = conn->last_errno();
     if (no == ER_ACCESS_DENIED_ERROR || no == ER_DBACCESS_DENIED_ERROR) {
-      return err + " (fix: the user and password in --mysql-conninfo)";
+      return err + AccessDeniedFix(opt_.conn);
     }
     if (no == ER_BAD_DB_ERROR) {
       return err + " (fix: the database in --mysql-conninfo)";
     }
-    if (no == CR_SSL_CONNECTION_ERROR) {
-      return err + (opt_.conn.tls == MysqlConnParams::Tls::kVerify
-                        ? " (fix: TLS on the server (its ssl-cert and "
-                          "ssl-key), and ssl-ca in --mysql-conninfo the CA "
-                          "that signed its certificate, for the name in host)"
-                        : " (fix: TLS on the server (its ssl-cert and "
-                          "ssl-key), or ssl-mode=DISABLED in "
-                          "--mysql-conninfo)");
+    if (no == CR_SSL_CONNECTION_ERROR) return err + TlsFix(opt_.conn, err);
+    if (LostAfterClientCertificate(opt_.conn, no, err)) {
+      return err +
+             " (the server closed the connection right after the TLS "
+             "handshake, as it does when it refuses a client certificate; "
+             "fix: ssl-cert in --mysql-conninfo a certificate signed by a CA "
+             "the server trusts (its ssl_ca), valid now, and ssl-key its key)";
     }
     if (!ServerDown(no)) return err;
     if (Clock::now() + delay >= give_up) {

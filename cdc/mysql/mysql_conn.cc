@@ -1,9 +1,14 @@
 #include "cdc/mysql/mysql_conn.h"
 
 #include <errmsg.h>
+#include <fcntl.h>
 #include <mysql.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <mutex>  // std::call_once
 
 namespace walwatch::mysql {
@@ -18,6 +23,19 @@ void InitLibraryOnce() {
 
 bool UsesSocket(const MysqlConnParams& p) {
   return p.host.empty() || p.host == "localhost";
+}
+
+// "" if `path` is a file this process can read, else why not. Connector/C
+// reports an unreadable ssl-cert or ssl-ca as "No such file or directory"
+// without the file's name, and an ssl-key with a garbage error code.
+std::string Unreadable(const std::string& path) {
+  // O_NONBLOCK: a FIFO named here must not hold the check up.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::strerror(errno);
+  struct stat st;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  ::close(fd);
+  return regular ? "" : "not a regular file";
 }
 
 // The first line of a message.
@@ -73,6 +91,21 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
   Close();
   last_errno_ = 0;
   target_ = DescribeParams(p);
+  if (p.tls != MysqlConnParams::Tls::kDisabled) {
+    const struct {
+      const char* key;
+      const std::string& path;
+    } files[] = {
+        {"ssl-ca", p.tls_ca}, {"ssl-cert", p.tls_cert}, {"ssl-key", p.tls_key}};
+    for (const auto& f : files) {
+      if (f.path.empty()) continue;
+      if (std::string why = Unreadable(f.path); !why.empty()) {
+        last_errno_ = CR_SSL_CONNECTION_ERROR;
+        return "cannot connect to " + target_ + ": cannot read the " + f.key +
+               " file " + f.path + ": " + why;
+      }
+    }
+  }
   conn_ = mysql_init(nullptr);
   if (conn_ == nullptr)
     return "cannot connect to " + target_ + ": out of memory";

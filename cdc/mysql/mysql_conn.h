@@ -63,7 +63,9 @@ class MysqlConnection {
 
   // Connects (closing any earlier connection). Returns "" or one line: the
   // server's or the client library's message with the target, never the
-  // password. last_errno() keeps the error number.
+  // password. last_errno() keeps the error number. Under TLS, an ssl-ca,
+  // ssl-cert or ssl-key file this process cannot read is refused before
+  // connecting, with its key and path (CR_SSL_CONNECTION_ERROR).
   std::string Connect(const MysqlConnParams& params);
   void Close();
   bool connected() const { return conn_ != nullptr; }

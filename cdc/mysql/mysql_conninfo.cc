@@ -84,6 +84,14 @@ std::string ParseMysqlConninfo(std::string_view text, MysqlConnParams* out) {
   if (out->tls_cert.empty() != out->tls_key.empty()) {
     return "ssl-cert and ssl-key go together";
   }
+  // Connector/C reads none of them without TLS: a client certificate would
+  // be dropped in silence, and the login refused as if the password were
+  // wrong.
+  if (out->tls == MysqlConnParams::Tls::kDisabled &&
+      !(out->tls_ca.empty() && out->tls_cert.empty())) {
+    return "ssl-ca, ssl-cert and ssl-key are read only with TLS: add "
+           "ssl-mode=REQUIRED or VERIFY_IDENTITY (the default is DISABLED)";
+  }
   return "";
 }
 

@@ -12,9 +12,23 @@
 //   user, password
 //   database  the database that holds the table (required); also "dbname"
 //   ssl-mode  DISABLED (the default), REQUIRED (encrypted, the server's
-//             certificate not checked) or VERIFY_IDENTITY (encrypted, the
-//             certificate checked against ssl-ca and its name against host)
-//   ssl-ca, ssl-cert, ssl-key   files (a client certificate is optional)
+//             certificate not checked; with ssl-ca, Connector/C checks that
+//             it was signed by that CA, but not its name) or VERIFY_IDENTITY
+//             (encrypted, the certificate checked against ssl-ca and its
+//             name against host)
+//   ssl-ca, ssl-cert, ssl-key   files, read only under REQUIRED or
+//             VERIFY_IDENTITY (refused with DISABLED). ssl-cert and ssl-key
+//             are a client certificate and its key, for an account created
+//             REQUIRE X509, ISSUER or SUBJECT; optional otherwise. A file
+//             that cannot be read stops the connection before it starts.
+//
+// TLS on the Unix socket works as on TCP: MariaDB (10.11) negotiates it
+// there too, and an account created REQUIRE SSL logs in over the socket
+// only with ssl-mode set. VERIFY_IDENTITY is no formality there:
+// Connector/C (3.3) checks the server's certificate for the name
+// "localhost", which the certificate must then carry (e.g. subjectAltName
+// DNS:localhost). mariadb_connection_test shows both from the server's
+// side. (PostgreSQL, by contrast, has no TLS on its Unix socket.)
 //
 // The password is never logged: the startup log shows the string with it
 // masked, as it does --conninfo's (RedactConninfo).

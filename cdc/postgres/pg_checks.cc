@@ -14,6 +14,11 @@ bool Contains(const std::string& s, const char* needle) {
 
 }  // namespace
 
+bool IsClientTlsError(const std::string& e) {
+  return Contains(e, "certificate") || Contains(e, "private key") ||
+         (Contains(e, "SSL error") && Contains(e, "alert"));
+}
+
 std::string ExplainPgError(const std::string& e) {
   if (Contains(e, "password authentication failed") ||
       Contains(e, "no password supplied")) {
@@ -48,6 +53,53 @@ std::string ExplainPgError(const std::string& e) {
   if (Contains(e, "no pg_hba.conf entry for replication")) {
     return e + " (fix: allow replication connections for this user in "
                "pg_hba.conf: host replication <user> <addr> scram-sha-256)";
+  }
+  // TLS (sslmode, sslcert, sslkey, sslrootcert in --conninfo). libpq's
+  // own checks first, then the server's answers.
+  if (Contains(e, "private key file")) {
+    return e +
+           " (fix: sslkey in --conninfo the private key of sslcert, a "
+           "file walwatch's user can read, mode 0600, or 0640 if root "
+           "owns it)";
+  }
+  if (Contains(e, "root certificate file")) {
+    return e +
+           " (fix: sslrootcert in --conninfo the CA certificate that "
+           "signed the server's, a file walwatch's user can read)";
+  }
+  if (Contains(e, "certificate file")) {
+    return e +
+           " (fix: sslcert in --conninfo a PEM certificate file "
+           "walwatch's user can read)";
+  }
+  if (Contains(e, "requires a valid client certificate")) {
+    return e +
+           " (fix: sslcert and sslkey in --conninfo, a client "
+           "certificate signed by a CA in the server's ssl_ca_file, with "
+           "the user's name as its CN, and its key; a missing sslcert file "
+           "is skipped by libpq as if none were named)";
+  }
+  if (Contains(e, "certificate authentication failed")) {
+    return e +
+           " (fix: the client certificate's CN must be the user in "
+           "--conninfo, or pg_ident.conf must map it to that user)";
+  }
+  if (Contains(e, "SSL error") && Contains(e, "alert")) {
+    return e +
+           " (the server refused walwatch's client certificate; fix: "
+           "sslcert in --conninfo a certificate signed by a CA in the "
+           "server's ssl_ca_file, valid now, and sslkey its key)";
+  }
+  if (Contains(e, "certificate verify failed")) {
+    return e +
+           " (fix: sslrootcert in --conninfo the CA certificate that "
+           "signed the server's)";
+  }
+  if (Contains(e, "server certificate for") &&
+      Contains(e, "does not match host name")) {
+    return e +
+           " (fix: host in --conninfo a name the server's certificate "
+           "carries, or that name in its subjectAltName)";
   }
   if (Contains(e, "all replication slots are in use")) {
     return e + " (fix: raise max_replication_slots, or drop orphaned slots)";

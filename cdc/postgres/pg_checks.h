@@ -21,6 +21,12 @@ class ResourceCatalog;
 // slot, missing privileges). Unknown messages are returned unchanged.
 std::string ExplainPgError(const std::string& pg_error);
 
+// Whether a failed connection's message is about TLS certificates or keys:
+// walwatch's own (sslcert, sslkey, sslrootcert) or the server's refusal of
+// its client certificate. libpq reports these without having heard the
+// server answer a ping, as if it were down; waiting will not fix them.
+bool IsClientTlsError(const std::string& pg_error);
+
 // wal_level, the table, its REPLICA IDENTITY and the mapped columns.
 std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
                           const StopSignal* stop = nullptr);

@@ -2,6 +2,7 @@
 // and the slot are checked or made, and the stream starts.
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
@@ -24,10 +25,33 @@ constexpr std::chrono::seconds kSlotBusyStartupWait{150};
 // packaging/kubernetes (180 s).
 constexpr std::chrono::seconds kServerDownStartupWait{150};
 
+// PostgreSQL has no TLS on its Unix socket: libpq connects there in the
+// clear whatever sslmode asks, verify-full included. Said at startup, so
+// that such a conninfo is not taken for an encrypted one.
+void WarnOfSslmodeWithoutTls(PGconn* conn) {
+  if (PQsslInUse(conn)) return;
+  std::string mode;
+  PQconninfoOption* options = PQconninfo(conn);
+  for (PQconninfoOption* o = options; o != nullptr && o->keyword != nullptr;
+       ++o) {
+    if (std::string_view(o->keyword) == "sslmode" && o->val != nullptr) {
+      mode = o->val;
+    }
+  }
+  PQconninfoFree(options);
+  if (mode == "require" || mode == "verify-ca" || mode == "verify-full") {
+    LogWarn("sslmode=" + mode +
+                " has no effect on a Unix socket: PostgreSQL offers no TLS "
+                "there, and this connection is local and unencrypted (use a "
+                "TCP host for TLS)",
+            {{"host", std::string(PQhost(conn) ? PQhost(conn) : "")}});
+  }
+}
+
 // Prepare's connection. A server that does not answer, or refuses
 // connections while it starts or shuts down, is retried with backoff for
 // up to kServerDownStartupWait; any other failure (the login, the
-// database) is returned at once.
+// database, TLS certificates and keys) is returned at once.
 std::string ConnectAtStartup(const PostgresSourceOptions& opt,
                              const StopSignal& stop, PgConn* conn) {
   const auto give_up = Clock::now() + kServerDownStartupWait;
@@ -35,10 +59,15 @@ std::string ConnectAtStartup(const PostgresSourceOptions& opt,
   for (int attempt = 1;; ++attempt) {
     *conn = ConnectPg(opt.conninfo, /*replication=*/false,
                       opt.connect_timeout_seconds);
-    if (PQstatus(conn->get()) == CONNECTION_OK) return "";
+    if (PQstatus(conn->get()) == CONNECTION_OK) {
+      WarnOfSslmodeWithoutTls(conn->get());
+      return "";
+    }
+    const std::string pg_error = PgError(conn->get());
     std::string err =
-        "cannot connect to PostgreSQL: " + ExplainPgError(PgError(conn->get()));
+        "cannot connect to PostgreSQL: " + ExplainPgError(pg_error);
     conn->reset();
+    if (IsClientTlsError(pg_error)) return err;
     // A server that takes connections refused walwatch's own: waiting
     // will not fix a password, a database name or pg_hba.conf.
     const PGPing ping = PingPg(opt.conninfo, opt.connect_timeout_seconds);

@@ -6,7 +6,12 @@
 // test makes with openssl: ssl-mode=VERIFY_IDENTITY connects, streams, and
 // the server reports every session of walwatch's as encrypted; a wrong CA,
 // and REQUIRED against the shared server (which offers no TLS), stop
-// walwatch at startup with one line that names the fix.
+// walwatch at startup with one line that names the fix. Client
+// certificates: an account created REQUIRE SUBJECT ... AND ISSUER ... takes
+// walwatch with ssl-cert/ssl-key signed by the CA, and refuses it without,
+// or with another CA's; each fault is one line. TLS on the Unix socket:
+// MariaDB 10.11 negotiates it there as on TCP, and Connector/C 3.3's
+// VERIFY_IDENTITY checks the certificate for the name localhost.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -120,6 +125,22 @@ class MariaDbConnectionTest : public ::testing::Test {
     EXPECT_TRUE(ExitsWithOneErrorNaming(ww, fix_words, kStartupBound));
   }
 
+  // Sets the REQUIRE clause of the test's account (REQUIRE SSL, ...).
+  void RequireOnAccount(const std::string& require) {
+    ASSERT_EQ(
+        RootExec(*server_, "ALTER USER '" + user_ + "'@'%' REQUIRE " + require),
+        "");
+  }
+
+  // As Conninfo, on the server's Unix socket (host=localhost, the
+  // socket's path).
+  std::string SocketConninfo(const std::string& password,
+                             const std::string& more = "") const {
+    return "host=localhost socket=" + server_->socket + " user=" + user_ +
+           " password=" + password + " database=" + db_ +
+           (more.empty() ? "" : " " + more);
+  }
+
   const MariaDbServer& server() const { return *server_; }
   const std::string& database() const { return db_; }
   const std::string& user() const { return user_; }
@@ -163,7 +184,7 @@ class MariaDbConnectionTest : public ::testing::Test {
   size_t begin = text.rfind('\n', at);
   begin = begin == std::string::npos ? 0 : begin + 1;
   return ::testing::AssertionFailure()
-         << "walwatch's stderr shows the password in: "
+         << "walwatch's stderr shows a secret in: "
          << text.substr(begin, text.find('\n', at) - begin);
 }
 
@@ -248,22 +269,28 @@ void Shell(const std::string& command) {
 class MariaDbTlsTest : public MariaDbConnectionTest {
  protected:
   // In the test's directory: ca.crt (a CA), server.crt and server.key
-  // (signed by it, for 127.0.0.1 and localhost), other-ca.crt (a CA that
-  // signed nothing here). Then a private server with TLS from them, and
-  // performance_schema for the sessions' status.
+  // (signed by it, for 127.0.0.1 and localhost), client.crt and client.key
+  // (signed by it, /CN=walwatch), other-ca.crt (another CA) and
+  // other-client.crt and .key (signed by that one, /CN=walwatch too). Then
+  // a private server with TLS from them (its ssl-ca: the clients' CA it
+  // trusts), and performance_schema for the sessions' status.
   void StartTlsServer() {
     const std::string d = TempPath("");
     ASSERT_NO_FATAL_FAILURE(Shell(
         "set -e; cd " + d +
         "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
         "-subj '/CN=walwatch test CA' -keyout ca.key -out ca.crt"
-        "; openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' "
-        "-keyout server.key -out server.csr"
-        "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.cnf"
-        "; openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key "
-        "-CAcreateserial -days 2 -extfile san.cnf -out server.crt"
         "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
         "-subj '/CN=walwatch other CA' -keyout other-ca.key -out other-ca.crt"
+        "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.cnf"
+        "; printf 'extendedKeyUsage=clientAuth\\n' > client.cnf"
+        "; sign() { openssl req -newkey rsa:2048 -nodes -subj \"$3\" "
+        "-keyout $2.key -out $2.csr"
+        "; openssl x509 -req -in $2.csr -CA $1.crt -CAkey $1.key "
+        "-CAcreateserial -days 2 -extfile $4 -out $2.crt; }"
+        "; sign ca server /CN=127.0.0.1 san.cnf"
+        "; sign ca client /CN=walwatch client.cnf"
+        "; sign other-ca other-client /CN=walwatch client.cnf"
         // The server runs as the mysql user: it must read its key.
         "; chmod 644 *"));
     ASSERT_NO_FATAL_FAILURE(UsePrivateServer(
@@ -272,9 +299,12 @@ class MariaDbTlsTest : public MariaDbConnectionTest {
   }
 };
 
-// Per session of the account: its command and its Ssl_cipher status.
+// Per session of the account: its command, the host the server sees
+// ("localhost" on the Unix socket, "127.0.0.1:port" on TCP under
+// skip-name-resolve) and its Ssl_cipher status.
 struct Session {
   std::string command;
+  std::string host;
   std::string cipher;
 };
 std::vector<Session> SessionsOf(const MariaDbServer& server,
@@ -287,7 +317,8 @@ std::vector<Session> SessionsOf(const MariaDbServer& server,
   }
   mysql::MysqlRows rows;
   std::string err = conn.Query(
-      "SELECT t.PROCESSLIST_COMMAND, COALESCE(s.VARIABLE_VALUE, '') FROM "
+      "SELECT t.PROCESSLIST_COMMAND, t.PROCESSLIST_HOST, "
+      "COALESCE(s.VARIABLE_VALUE, '') FROM "
       "performance_schema.threads t LEFT JOIN "
       "performance_schema.status_by_thread s ON s.THREAD_ID = t.THREAD_ID "
       "AND s.VARIABLE_NAME = 'Ssl_cipher' WHERE t.PROCESSLIST_USER = " +
@@ -298,7 +329,8 @@ std::vector<Session> SessionsOf(const MariaDbServer& server,
     return out;
   }
   for (const auto& r : rows.rows) {
-    out.push_back({r[0].value_or("(null)"), r[1].value_or("")});
+    out.push_back(
+        {r[0].value_or("(null)"), r[1].value_or("(null)"), r[2].value_or("")});
   }
   return out;
 }
@@ -368,6 +400,202 @@ TEST_F(MariaDbTlsTest, RequiredAgainstAServerWithoutTlsIsOneLine) {
   ASSERT_NO_FATAL_FAILURE(
       ExpectStartupError(ww, {"TLS", "ssl-mode", "fix", "--mysql-conninfo"}));
   EXPECT_TRUE(NeverShows(ww, kPassword));
+}
+
+// --- Client certificates -------------------------------------------------
+
+// The lines of a PEM file's body (its base64), for searching output.
+std::vector<std::string> PemBody(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() >= 40 && line.find("-----") == std::string::npos) {
+      lines.push_back(line);
+    }
+  }
+  EXPECT_FALSE(lines.empty()) << "no PEM body in " << path;
+  return lines;
+}
+
+// Neither the password nor any line of the private key's body in
+// walwatch's output.
+::testing::AssertionResult NeverShowsSecrets(const WalwatchProcess& ww,
+                                             const std::string& key_path) {
+  if (auto r = NeverShows(ww, kPassword); !r) return r;
+  for (const std::string& line : PemBody(key_path)) {
+    if (auto r = NeverShows(ww, line); !r) return r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The account requires a certificate of the test's CA for /CN=walwatch:
+// walwatch with one connects, streams, and the server lists its sessions
+// as encrypted (the login alone shows that the server took the
+// certificate: REQUIRE SUBJECT refuses anything else).
+TEST_F(MariaDbTlsTest, AClientCertificateLogsInWhereTheAccountRequiresIt) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsServer());
+  ASSERT_NO_FATAL_FAILURE(RequireOnAccount(
+      "SUBJECT '/CN=walwatch' AND ISSUER '/CN=walwatch test CA'"));
+  WalwatchProcess& ww = Launch(Conninfo(
+      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt") +
+                     " ssl-cert=" + TempPath("client.crt") +
+                     " ssl-key=" + TempPath("client.key")));
+  ASSERT_TRUE(ww.WaitReady(kStartupBound));
+  BinlogWriter writer(server(), database());
+  WatchClient watch;
+  ASSERT_TRUE(OpenWatchOn(watch, ww.socket_path(), "/api/v1/pods", {}));
+  const uint64_t c = writer.Insert(Pod("c1", "default", "by-certificate"));
+  WatchEvent e;
+  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
+  EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+  EXPECT_EQ(e.rv(), c);
+  EXPECT_EQ(e.object["metadata"].value("name", ""), "by-certificate");
+
+  std::vector<Session> sessions = SessionsOf(server(), user());
+  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
+                          [](auto& s) { return s.command == "Binlog Dump"; }),
+            1)
+      << "want walwatch's binlog stream on the server";
+  for (const Session& s : sessions) {
+    EXPECT_NE(s.cipher, "")
+        << "a session of walwatch's (" << s.command << ") is not encrypted";
+  }
+  EXPECT_EQ(ww.Stop().Describe(), "exit code 0");
+  EXPECT_TRUE(NeverShowsSecrets(ww, TempPath("client.key")));
+}
+
+// Each way a client certificate can be wrong stops walwatch at startup
+// with one line that names the fix, and shows neither the password nor the
+// key.
+TEST_F(MariaDbTlsTest, AClientCertificateFaultIsOneLineNamingTheFix) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsServer());
+  ASSERT_NO_FATAL_FAILURE(RequireOnAccount(
+      "SUBJECT '/CN=walwatch' AND ISSUER '/CN=walwatch test CA'"));
+  ASSERT_EQ(mkdir(TempPath("a-directory").c_str(), 0755), 0);
+  const std::string verify =
+      "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt");
+  const struct {
+    const char* name;
+    std::string tls;
+    std::vector<std::string> fix_words;
+  } kCases[] = {
+      // The server says "Access denied", as for a wrong password.
+      {"no client certificate",
+       verify,
+       {"access denied", "password", "REQUIRE X509", "ssl-cert", "ssl-key",
+        "fix", "--mysql-conninfo"}},
+      // Refused by the server: its alert, or (TLS 1.3) the connection it
+      // closes right after the handshake; either line names the fix.
+      {"a certificate of another CA",
+       verify + " ssl-cert=" + TempPath("other-client.crt") +
+           " ssl-key=" + TempPath("other-client.key"),
+       {"client certificate", "ssl-cert", "CA the server trusts", "ssl_ca",
+        "fix", "--mysql-conninfo"}},
+      {"a missing key",
+       verify + " ssl-cert=" + TempPath("client.crt") +
+           " ssl-key=" + TempPath("missing.key"),
+       {"ssl-key", TempPath("missing.key"), "No such file", "fix",
+        "--mysql-conninfo"}},
+      {"a missing certificate",
+       verify + " ssl-cert=" + TempPath("missing.crt") +
+           " ssl-key=" + TempPath("client.key"),
+       {"ssl-cert", TempPath("missing.crt"), "No such file", "fix",
+        "--mysql-conninfo"}},
+      {"a directory as the key",
+       verify + " ssl-cert=" + TempPath("client.crt") +
+           " ssl-key=" + TempPath("a-directory"),
+       {"ssl-key", "not a regular file", "fix", "--mysql-conninfo"}},
+      {"the key of another certificate",
+       verify + " ssl-cert=" + TempPath("client.crt") +
+           " ssl-key=" + TempPath("other-client.key"),
+       {"ssl-key", "private key of the certificate in ssl-cert", "fix",
+        "--mysql-conninfo"}},
+      // Connector/C reads no certificate without TLS.
+      {"a certificate without ssl-mode",
+       "ssl-cert=" + TempPath("client.crt") +
+           " ssl-key=" + TempPath("client.key"),
+       {"ssl-mode=REQUIRED", "ssl-cert", "--mysql-conninfo"}},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    WalwatchProcess& ww = Launch(Conninfo(kPassword, c.tls));
+    ASSERT_NO_FATAL_FAILURE(ExpectStartupError(ww, c.fix_words));
+    EXPECT_TRUE(NeverShowsSecrets(ww, TempPath("client.key")));
+    EXPECT_TRUE(NeverShowsSecrets(ww, TempPath("other-client.key")));
+  }
+}
+
+// --- TLS on the Unix socket ----------------------------------------------
+
+// host=localhost (or no host) is the Unix socket. MariaDB 10.11 negotiates
+// TLS there as on TCP, and Connector/C 3.3 verifies the certificate there
+// too, for the name "localhost" (mysql_conninfo.h). The server's view
+// proves it, not walwatch's: the account is created REQUIRE SSL, and
+// performance_schema lists walwatch's sessions on host localhost, each with
+// a cipher. Without ssl-mode the same account is refused; against a
+// certificate that does not name localhost, VERIFY_IDENTITY on the socket
+// stops walwatch with one line that says so.
+TEST_F(MariaDbTlsTest, TlsOnTheUnixSocketIsNegotiatedAndVerified) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsServer());
+  ASSERT_NO_FATAL_FAILURE(RequireOnAccount("SSL"));
+  WalwatchProcess& verifying = Launch(SocketConninfo(
+      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
+  WalwatchProcess& requiring =
+      Launch(SocketConninfo(kPassword, "ssl-mode=REQUIRED"));
+  ASSERT_TRUE(verifying.WaitReady(kStartupBound));
+  ASSERT_TRUE(requiring.WaitReady(kStartupBound));
+  BinlogWriter writer(server(), database());
+  WatchClient watch_verifying, watch_requiring;
+  ASSERT_TRUE(OpenWatchOn(watch_verifying, verifying.socket_path(),
+                          "/api/v1/pods", {}));
+  ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
+                          "/api/v1/pods", {}));
+  const uint64_t c = writer.Insert(Pod("c1", "default", "over-the-socket"));
+  for (WatchClient* watch : {&watch_verifying, &watch_requiring}) {
+    WatchEvent e;
+    ASSERT_TRUE(watch->NextEvent(&e, In(kEventWait)));
+    EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+    EXPECT_EQ(e.rv(), c);
+  }
+  std::vector<Session> sessions = SessionsOf(server(), user());
+  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
+                          [](auto& s) { return s.command == "Binlog Dump"; }),
+            2)
+      << "want a binlog stream of each walwatch on the server";
+  for (const Session& s : sessions) {
+    EXPECT_EQ(s.host, "localhost")
+        << "a session of walwatch's (" << s.command << ") is not on the socket";
+    EXPECT_NE(s.cipher, "")
+        << "a session of walwatch's (" << s.command << ") is not encrypted";
+  }
+
+  // The account takes nothing but TLS, on the socket too.
+  WalwatchProcess& plain = Launch(SocketConninfo(kPassword));
+  ASSERT_NO_FATAL_FAILURE(ExpectStartupError(
+      plain, {"access denied", "REQUIRE SSL", "ssl-mode", "fix"}));
+
+  // A certificate for 127.0.0.1 alone (signed by the same CA): the socket's
+  // name, localhost, is not in it. The server reloads it (FLUSH SSL).
+  ASSERT_NO_FATAL_FAILURE(
+      Shell("set -e; cd " + TempPath("") +
+            "; printf 'subjectAltName=IP:127.0.0.1\\n' > ip-only.cnf"
+            "; openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key "
+            "-CAcreateserial -days 2 -extfile ip-only.cnf -out server.crt"
+            "; chmod 644 server.crt"));
+  ASSERT_EQ(RootExec(server(), "FLUSH SSL"), "");
+  WalwatchProcess& misnamed = Launch(SocketConninfo(
+      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectStartupError(misnamed, {"certificate", "does not name localhost",
+                                    "Unix socket", "fix", "--mysql-conninfo"}));
+  // The same certificate over TCP to 127.0.0.1, the name it has: accepted.
+  WalwatchProcess& tcp = Launch(Conninfo(
+      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
+  ASSERT_TRUE(tcp.WaitReady(kStartupBound));
+  for (WalwatchProcess* ww :
+       {&verifying, &requiring, &plain, &misnamed, &tcp}) {
+    EXPECT_TRUE(NeverShows(*ww, kPassword));
+  }
 }
 
 }  // namespace

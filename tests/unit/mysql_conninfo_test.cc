@@ -58,6 +58,8 @@ TEST(MysqlConninfo, ErrorsNameTheKeyNotTheValue) {
            Case{"database=cp ssl-mode=VERIFY_CA", "VERIFY_IDENTITY"},
            Case{"database=cp ssl-mode=VERIFY_IDENTITY", "ssl-ca"},
            Case{"database=cp ssl-cert=/c.crt", "ssl-key"},
+           Case{"database=cp ssl-cert=/c.crt ssl-key=/c.key", "ssl-mode"},
+           Case{"database=cp ssl-ca=/ca.crt ssl-mode=DISABLED", "ssl-mode"},
            Case{"database=cp passwrd=secret-1", "unknown key \"passwrd\""},
            Case{"database=cp password='secret-1", "cannot parse"},
        }) {

@@ -94,6 +94,12 @@ PgCluster::PgCluster(Options options) {
     for (const auto& s : options.settings) conf << s << "\n";
     conf.close();
     if (!conf) throw std::runtime_error("cannot write postgresql.conf");
+    if (!options.hba.empty()) {
+      std::ofstream hba(dir_ + "/data/pg_hba.conf", std::ios::trunc);
+      for (const auto& line : options.hba) hba << line << "\n";
+      hba.close();
+      if (!hba) throw std::runtime_error("cannot write pg_hba.conf");
+    }
     RunOrThrow(PgCtl({"-l", dir_ + "/log", "-w", "-t", "60", "start"}));
   } catch (const std::exception& e) {
     std::string log = LogText();

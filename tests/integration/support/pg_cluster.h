@@ -46,6 +46,9 @@ class PgCluster {
     std::vector<std::string> settings;
     // More initdb arguments (--wal-segsize=1, --encoding=SQL_ASCII).
     std::vector<std::string> initdb_args;
+    // If not empty, pg_hba.conf's lines, in place of initdb's (which trust
+    // every local and loopback connection).
+    std::vector<std::string> hba;
   };
 
   // initdb, then start. On failure throws std::runtime_error with the
