@@ -7,6 +7,7 @@
 // seen to write.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -292,6 +293,68 @@ TEST(Mysql8Binlog, RowsOfAPartitionedTableAndManyRowsRead) {
   EXPECT_EQ(changes[3].after[kId].text, "7");
   EXPECT_EQ(changes[4].kind, BinlogRowChange::Kind::kDelete);
   EXPECT_EQ(changes[4].before[kObject].text, PodText("200"));
+}
+
+// A file whose second transaction is `second` (events after its GTID);
+// the first is a plain insert.
+std::string WithSecondTransaction(
+    const std::function<void(Mysql8BinlogBuilder*)>& second) {
+  Mysql8BinlogBuilder b;
+  b.FormatDescription();
+  b.PreviousGtids({{kUuid, {{1, 42}}}});
+  const auto columns = ResourcesColumns();
+  b.Gtid(kUuid, 42, 0, 1);
+  b.Query("", "BEGIN");
+  b.TableMap(kTableId, "clusterpedia", "resources", columns);
+  b.WriteRows(kTableId, columns.size(), {ResourcesImage(Pod("100"))});
+  b.Xid(1);
+  b.Gtid(kUuid, 43, 1, 2);
+  second(&b);
+  return b.bytes();
+}
+
+// Connector/C 3.3.20 parses neither of the next two events: it refuses
+// them itself, as CR_UNKNOWN_BINLOG_EVENT (5020, "Unknown event type (40)
+// with flag 'not_ignorable'"), before the reader sees them. Its
+// mariadb_rpl.h ends MySQL's event types at PARTIAL_UPDATE_ROWS_EVENT (39,
+// MYSQL_EVENTS_END = 40: TRANSACTION_PAYLOAD is not in its enum at all),
+// its parser has no case for either, and MySQL writes them without
+// LOG_EVENT_IGNORABLE_F, the one flag that makes it pass an unknown event
+// through. Before the reader named the type from the refused event's own
+// bytes, both came out as kCorrupt from OpenBytes (and as kUnsupported
+// without a fix from a server).
+TEST(Mysql8Binlog, ACompressedTransactionIsUnsupportedAndNamesTheSetting) {
+  // binlog_transaction_compression=ON: after its GTID, the transaction's
+  // events come zstd-compressed in one TRANSACTION_PAYLOAD event.
+  const std::string binlog = WithSecondTransaction([](Mysql8BinlogBuilder* b) {
+    b->TransactionPayload(
+        std::string("\x28\xb5\x2f\xfd", 4) + std::string(40, '\x11'), 300);
+  });
+  std::vector<BinlogItem> items;
+  BinlogStatus s = ReadAll(binlog, &items);
+  EXPECT_EQ(s.kind, BinlogErrorKind::kUnsupported) << s.message;
+  EXPECT_NE(s.message.find("binlog_transaction_compression"), std::string::npos)
+      << s.message;
+  ASSERT_EQ(items.size(), 1u);  // the transaction before it
+}
+
+TEST(Mysql8Binlog, APartialJsonUpdateIsUnsupportedAndNamesTheSetting) {
+  // binlog_row_value_options=PARTIAL_JSON: UPDATEs of JSON columns come as
+  // PARTIAL_UPDATE_ROWS events.
+  const std::string binlog = WithSecondTransaction([](Mysql8BinlogBuilder* b) {
+    const auto columns = ResourcesColumns();
+    b->Query("", "BEGIN");
+    b->TableMap(kTableId, "clusterpedia", "resources", columns);
+    b->PartialUpdateRows(kTableId, columns.size(), ResourcesImage(Pod("100")),
+                         ResourcesImage(Pod("101")));
+    b->Xid(2);
+  });
+  std::vector<BinlogItem> items;
+  BinlogStatus s = ReadAll(binlog, &items);
+  EXPECT_EQ(s.kind, BinlogErrorKind::kUnsupported) << s.message;
+  EXPECT_NE(s.message.find("binlog_row_value_options"), std::string::npos)
+      << s.message;
+  ASSERT_EQ(items.size(), 1u);
 }
 
 }  // namespace
