@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -355,6 +356,55 @@ TEST(Mysql8Binlog, APartialJsonUpdateIsUnsupportedAndNamesTheSetting) {
   EXPECT_NE(s.message.find("binlog_row_value_options"), std::string::npos)
       << s.message;
   ASSERT_EQ(items.size(), 1u);
+}
+
+TEST(Mysql8Binlog, EveryCutIsCorruptOrAnEarlierEnd) {
+  Layout at;
+  const std::string whole = Binlog(&at);
+  std::set<size_t> event_ends;
+  for (size_t e = 4; e + 13 <= whole.size();) {
+    e += static_cast<uint8_t>(whole[e + 9]) |
+         (static_cast<uint8_t>(whole[e + 10]) << 8);
+    event_ends.insert(e);
+  }
+  const size_t commits[] = {at.insert_end, at.update_end, at.noop_end,
+                            at.delete_end};
+  for (size_t cut = 4; cut < whole.size(); ++cut) {
+    SCOPED_TRACE(cut);
+    std::vector<BinlogItem> items;
+    BinlogStatus s = ReadAll(whole.substr(0, cut), &items);
+    // Cut between events: the end, after every transaction it holds whole.
+    // Cut inside an event: corrupt, found before anything is read.
+    if (event_ends.count(cut) != 0 || cut == 4) {
+      EXPECT_EQ(s.kind, BinlogErrorKind::kEnd) << s.message;
+      size_t whole_transactions = 0;
+      for (size_t c : commits) whole_transactions += c <= cut ? 1 : 0;
+      EXPECT_EQ(items.size(), whole_transactions);
+    } else {
+      EXPECT_EQ(s.kind, BinlogErrorKind::kCorrupt) << s.message;
+      EXPECT_TRUE(items.empty());
+    }
+    EXPECT_EQ(s.message.find('\n'), std::string::npos) << s.message;
+  }
+}
+
+TEST(Mysql8Binlog, GarbledBytesUncheckedNeverCrash) {
+  // Without checksums (as the fuzz target reads): whatever the reader
+  // makes of it, it ends, with one line.
+  Layout at;
+  const std::string whole = Binlog(&at);
+  BinlogReaderOptions o = Options();
+  o.verify_checksums = false;
+  for (unsigned char mask : {0x5a, 0xff, 0x80}) {
+    for (size_t i = 4; i < whole.size(); ++i) {
+      std::string garbled = whole;
+      garbled[i] = static_cast<char>(garbled[i] ^ mask);
+      std::vector<BinlogItem> items;
+      BinlogStatus s = ReadAll(garbled, &items, o);
+      EXPECT_FALSE(s.ok());
+      EXPECT_EQ(s.message.find('\n'), std::string::npos) << s.message;
+    }
+  }
 }
 
 }  // namespace
