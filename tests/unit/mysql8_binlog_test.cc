@@ -431,5 +431,40 @@ TEST(Mysql8Binlog, GarbledBytesUncheckedNeverCrash) {
   }
 }
 
+TEST(Mysql8Binlog, ConnectorCReadsOnlyTheFormatDescriptionOf8026AndLater) {
+  // What Connector/C 3.3.20 does, not what walwatch wants: it refuses
+  // ("Malformed packet", 5021) a MySQL FORMAT_DESCRIPTION whose own
+  // post-header length is below 98, the value of 8.0.26 and later (41
+  // event types). MySQL 8.0.20-8.0.25 write 97, earlier 8.0 96: their
+  // binlogs cannot be read at all (seen here with the file's first
+  // event). It is that byte,
+  // not the count: 40 types with the byte at 98 read, 41 with 97 do not
+  // (seen by hand).
+  for (const auto& [version, types] :
+       std::vector<std::pair<std::string, size_t>>{
+           {"8.0.19", 39}, {"8.0.25", 40}, {"8.0.26", 41}, {"8.0.40", 41}}) {
+    SCOPED_TRACE(version);
+    Mysql8BinlogBuilder b;
+    b.FormatDescription(version, types);
+    const auto columns = ResourcesColumns();
+    b.Gtid(kUuid, 42, 0, 1);
+    b.Query("", "BEGIN");
+    b.TableMap(kTableId, "clusterpedia", "resources", columns);
+    b.WriteRows(kTableId, columns.size(), {ResourcesImage(Pod("100"))});
+    b.Xid(1);
+    std::vector<BinlogItem> items;
+    BinlogStatus s = ReadAll(b.bytes(), &items);
+    if (types < 41) {
+      EXPECT_EQ(s.kind, BinlogErrorKind::kCorrupt) << s.message;
+      EXPECT_NE(s.message.find("Malformed packet"), std::string::npos)
+          << s.message;
+      EXPECT_TRUE(items.empty());
+    } else {
+      EXPECT_EQ(s.kind, BinlogErrorKind::kEnd) << s.message;
+      EXPECT_EQ(items.size(), 1u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace walwatch::mysql

@@ -154,8 +154,8 @@ size_t Mysql8BinlogBuilder::Event(uint8_t type, const std::string& body,
   return start;
 }
 
-size_t Mysql8BinlogBuilder::FormatDescription(
-    const std::string& server_version) {
+size_t Mysql8BinlogBuilder::FormatDescription(const std::string& server_version,
+                                              size_t event_types) {
   // Post-header lengths of event types 1..41 as 8.0.26+ writes them.
   static const uint8_t kPostHeader[41] = {
       0,  13, 0,  8,  0,  0,  0,  0,  4,  0,   // 1-10
@@ -169,7 +169,12 @@ size_t Mysql8BinlogBuilder::FormatDescription(
   body += version;
   body += Le(timestamp_, 4);  // created
   body.push_back(static_cast<char>(kHeaderSize));
-  body.append(reinterpret_cast<const char*>(kPostHeader), sizeof(kPostHeader));
+  std::string lengths(reinterpret_cast<const char*>(kPostHeader),
+                      sizeof(kPostHeader));
+  lengths.resize(event_types, '\0');
+  // FORMAT_DESCRIPTION_HEADER_LEN: START_V3_HEADER_LEN (56) + 1 + the types.
+  lengths[kFormatDescription - 1] = static_cast<char>(57 + event_types);
+  body += lengths;
   body.push_back('\x01');  // BINLOG_CHECKSUM_ALG_CRC32
   return Event(kFormatDescription, body);
 }

@@ -115,7 +115,11 @@ class Mysql8BinlogBuilder {
 
   // Each appends one event and returns its start position. An event's end
   // position is size() right after.
-  size_t FormatDescription(const std::string& server_version = "8.0.36");
+  // `event_types`: how many event types the server knows, 41 from
+  // 8.0.26 (HEARTBEAT_LOG_EVENT_V2), 40 in 8.0.20-8.0.25, 39 before; the
+  // FORMAT_DESCRIPTION's own post-header length is 57 more.
+  size_t FormatDescription(const std::string& server_version = "8.0.36",
+                           size_t event_types = 41);
   size_t PreviousGtids(
       const std::vector<
           std::pair<Uuid, std::vector<std::pair<uint64_t, uint64_t>>>>& sets);
