@@ -436,10 +436,10 @@ TEST(Mysql8Binlog, ConnectorCReadsOnlyTheFormatDescriptionOf8026AndLater) {
   // ("Malformed packet", 5021) a MySQL FORMAT_DESCRIPTION whose own
   // post-header length is below 98, the value of 8.0.26 and later (41
   // event types). MySQL 8.0.20-8.0.25 write 97, earlier 8.0 96: their
-  // binlogs cannot be read at all (seen here with the file's first
-  // event). It is that byte,
-  // not the count: 40 types with the byte at 98 read, 41 with 97 do not
-  // (seen by hand).
+  // binlogs cannot be read at all (seen here with the file's first event;
+  // CheckServerVersion in mysql_checks.h refuses such a server at
+  // startup). It is that byte, not the count: 40 types with the byte at 98
+  // read, 41 with 97 do not (seen by hand).
   for (const auto& [version, types] :
        std::vector<std::pair<std::string, size_t>>{
            {"8.0.19", 39}, {"8.0.25", 40}, {"8.0.26", 41}, {"8.0.40", 41}}) {
