@@ -7,7 +7,10 @@
 // seen to write.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -464,6 +467,21 @@ TEST(Mysql8Binlog, ConnectorCReadsOnlyTheFormatDescriptionOf8026AndLater) {
       EXPECT_EQ(items.size(), 1u);
     }
   }
+}
+
+TEST(Mysql8Binlog, TheFuzzSeedIsThisFile) {
+  // The mysql_binlog fuzz target starts from it (its database and table
+  // are the seeds'). WALWATCH_WRITE_MYSQL8_SEED=1 writes it anew.
+  Layout at;
+  const std::string binlog = Binlog(&at);
+  const std::string path = std::string(WALWATCH_SOURCE_DIR) +
+                           "/tests/fuzz/corpus/mysql_binlog/mysql8.binlog";
+  if (std::getenv("WALWATCH_WRITE_MYSQL8_SEED") != nullptr) {
+    std::ofstream(path, std::ios::binary) << binlog;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path;
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), binlog);
 }
 
 }  // namespace
