@@ -271,7 +271,7 @@ TEST(Mysql8Binlog, RowsOfAPartitionedTableAndManyRowsRead) {
   b.FormatDescription();
   const auto columns = ResourcesColumns();
   ResourceRow a = Pod("100"), c = Pod("200");
-  c.id = 8;
+  c.id = 18446744073709551615u;  // BIGINT UNSIGNED's top: SIGNEDNESS read
   c.name = "web-2";
   mysql8::PartitionInfo part{3, 1};
   b.Gtid(kUuid, 50, 0, 1);
@@ -292,6 +292,7 @@ TEST(Mysql8Binlog, RowsOfAPartitionedTableAndManyRowsRead) {
   const auto& changes = items[0].transaction.changes;
   ASSERT_EQ(changes.size(), 5u);
   EXPECT_EQ(changes[1].after[kName].text, "web-2");
+  EXPECT_EQ(changes[1].after[kId].text, "18446744073709551615");
   EXPECT_EQ(changes[2].before[kName].text, "web-1");
   EXPECT_EQ(changes[2].after[kName].text, "web-2");
   EXPECT_EQ(changes[3].after[kId].text, "7");
