@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace walwatch::mysql {
 
@@ -89,12 +90,14 @@ std::string BinlogMemFile::Create(std::string_view binlog) {
   fd_ = -1;
   path_.clear();
   events_ = 0;
+  types_.clear();
   if (binlog.substr(0, kMagic.size()) != kMagic)
     return "not a binlog: no magic number";
   const bool pad = LibraryNeedsPadding();
   std::string file(kMagic);
   file.reserve(binlog.size() + binlog.size() / kEventHeaderSize + 1);
   size_t events = 0;
+  std::vector<uint8_t> types;
   for (size_t at = kMagic.size(); at < binlog.size();) {
     const size_t left = binlog.size() - at;
     if (left < kEventHeaderSize) {
@@ -108,6 +111,7 @@ std::string BinlogMemFile::Create(std::string_view binlog) {
              std::to_string(length) + ", with " + std::to_string(left) +
              " bytes left";
     }
+    types.push_back(static_cast<uint8_t>(binlog[at + 4]));
     file.append(binlog.substr(at, kEventHeaderSize));
     if (pad) file.push_back('\0');  // the byte Connector/C skips
     file.append(
@@ -122,6 +126,7 @@ std::string BinlogMemFile::Create(std::string_view binlog) {
   }
   path_ = "/proc/self/fd/" + std::to_string(fd_);
   events_ = events;
+  types_ = std::move(types);
   return "";
 }
 

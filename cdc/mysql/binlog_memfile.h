@@ -19,8 +19,10 @@
 #define WALWATCH_CDC_MYSQL_BINLOG_MEMFILE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace walwatch::mysql {
 
@@ -41,11 +43,17 @@ class BinlogMemFile {
   const std::string& path() const { return path_; }
   // The events in it.
   size_t events() const { return events_; }
+  // The type of event `index` (from 0), or -1 past the last: what an
+  // event Connector/C refused was.
+  int event_type(size_t index) const {
+    return index < types_.size() ? types_[index] : -1;
+  }
 
  private:
   int fd_ = -1;
   std::string path_;
   size_t events_ = 0;
+  std::vector<uint8_t> types_;
 };
 
 }  // namespace walwatch::mysql

@@ -10,7 +10,8 @@
 //     TABLE_MAP with its optional metadata, ROWS, HEARTBEAT, FORMAT
 //     DESCRIPTION, GTID_LIST), zlib-compressed MariaDB row events included;
 //   - CRC32 checksums: it strips them, and checks them when asked
-//     (MARIADB_RPL_VERIFY_CHECKSUM);
+//     (MARIADB_RPL_VERIFY_CHECKSUM), but for the FORMAT_DESCRIPTION's and
+//     those of the events it hands over unread (see below);
 //   - row values: mariadb_rpl_extract_rows turns a ROWS event into rows of
 //     typed values, given the TABLE_MAP event (MARIADB_RPL_EXTRACT_VALUES is
 //     set as well, though nothing uses it in the 3.3 sources read).
@@ -28,6 +29,13 @@
 //     "bin.000002" at position 3270286648968110445 for mariadb-bin.000002
 //     at 4; it keeps the bad name itself), so they are parsed here from the
 //     raw event, with the checksum told apart by checking it;
+//   - the checksums Connector/C does not check (the FORMAT_DESCRIPTION's,
+//     and those of event types past its own list, which it hands over as
+//     UNKNOWN_EVENT): checked here; such an event is skipped only when the
+//     server marked it ignorable, so that a corrupt type byte drops nothing;
+//   - naming the fix when Connector/C refuses an event type (MySQL's
+//     compressed transactions and partial JSON updates), from the refused
+//     event's own bytes;
 //   - transaction boundaries: GTID (MariaDB; MySQL's GTID or anonymous GTID
 //     plus BEGIN) opens, XID or COMMIT closes, a statement outside BEGIN
 //     (DDL) is a transaction of its own; each transaction's commit position
@@ -45,12 +53,25 @@
 //   - events from memory instead of a server (OpenBytes, for the fuzz
 //     target and tests), through Connector/C's file mode, whose 3.3 reader
 //     misreads files (binlog_memfile.h).
-// Read (MySQL 8 paths, not run here: Debian 12 has no MySQL server): MySQL's
-// v2 UPDATE_ROWS events carry a second column bitmap that 3.3 leaves in
-// the row data; it is checked and skipped here. MySQL's
+// MySQL 8 paths: run on bytes built from MySQL 8.0.26+'s documented binlog
+// format (tests/unit/mysql8_binlog_test.cc, through OpenBytes, so through
+// Connector/C's own parsing as well), never against a MySQL server (Debian
+// 12 has none): GTID and ANONYMOUS_GTID events (with 8.0's commit
+// timestamps, transaction length and server versions), PREVIOUS_GTIDS
+// (skipped), BEGIN, TABLE_MAP with binlog_row_metadata=FULL's metadata
+// (COLUMN_VISIBILITY included), v2 WRITE/UPDATE/DELETE_ROWS with
+// extra_row_info and UPDATE's second column bitmap (which 3.3 leaves in the
+// row data; it is checked and skipped here), binary JSON, XID, ROTATE.
+// Connector/C 3.3.20 itself refuses, as unknown events of any table,
 // TRANSACTION_PAYLOAD (binlog_transaction_compression=ON) and
-// PARTIAL_UPDATE_ROWS (binlog_row_value_options=PARTIAL_JSON) events are
-// refused (kUnsupported), as are XA transactions.
+// PARTIAL_UPDATE_ROWS (binlog_row_value_options=PARTIAL_JSON): the reader
+// names the setting (kUnsupported). It refuses the FORMAT_DESCRIPTION of
+// MySQL before 8.0.26 too ("Malformed packet"; CheckServerVersion in
+// mysql_checks.h turns such a server away first). XA is refused. Untested
+// against a real MySQL: its dump (handshake, @source_* settings, the
+// artificial ROTATE and FORMAT_DESCRIPTION, heartbeats), the refused
+// event's type read from the connection's buffer, and whether 8.0's bytes
+// are what its sources say.
 //
 // Column names come from the TABLE_MAP events' optional metadata
 // (binlog_row_metadata=FULL, MariaDB 10.5+ and MySQL 8.0.1+), never from

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <tuple>
 
 namespace walwatch::mysql {
 
@@ -88,6 +89,38 @@ std::string FormatSeconds(uint64_t s) {
 }
 
 }  // namespace
+
+std::string CheckServerVersionString(std::string_view version) {
+  if (Upper(std::string(version)).find("MARIADB") != std::string::npos)
+    return "";
+  unsigned parts[3] = {0, 0, 0};
+  size_t at = 0;
+  for (unsigned& part : parts) {
+    if (at >= version.size() ||
+        !std::isdigit(static_cast<unsigned char>(version[at])))
+      return "";
+    while (at < version.size() &&
+           std::isdigit(static_cast<unsigned char>(version[at])) &&
+           part < 100000) {
+      part = part * 10 + static_cast<unsigned>(version[at++] - '0');
+    }
+    if (at < version.size() && version[at] == '.') ++at;
+  }
+  if (std::make_tuple(parts[0], parts[1], parts[2]) >=
+      std::make_tuple(8, 0, 26))
+    return "";
+  return "MySQL " + std::string(version) +
+         ": walwatch reads the binlog through MariaDB Connector/C, which "
+         "refuses the FORMAT_DESCRIPTION event that MySQL before 8.0.26 "
+         "writes at the start of every binlog (fix: MySQL 8.0.26 or later)";
+}
+
+std::string CheckServerVersion(MysqlConnection* conn) {
+  std::string err;
+  std::optional<std::string> version = GlobalVariable(conn, "version", &err);
+  if (!err.empty()) return err;
+  return version ? CheckServerVersionString(*version) : "";
+}
 
 std::string CheckBinaryLogging(MysqlConnection* conn) {
   std::string err;
@@ -350,6 +383,7 @@ std::string CheckBinlogRetention(MysqlConnection* conn,
 std::string RunStartupChecks(MysqlConnection* conn, const MysqlCheckOptions& o,
                              std::vector<std::string>* warnings) {
   std::string err;
+  if (!(err = CheckServerVersion(conn)).empty()) return err;
   if (!(err = CheckBinaryLogging(conn)).empty()) return err;
   if (!(err = CheckBinlogFormat(conn)).empty()) return err;
   if (!(err = CheckBinlogRowImage(conn)).empty()) return err;

@@ -17,6 +17,15 @@
 
 namespace walwatch::mysql {
 
+// The server's version: MariaDB, or MySQL 8.0.26 or later. walwatch reads
+// the binlog through MariaDB Connector/C 3.3, which refuses ("Malformed
+// packet") the FORMAT_DESCRIPTION event of MySQL before 8.0.26, the first
+// event of every binlog (tests/unit/mysql8_binlog_test.cc).
+std::string CheckServerVersion(MysqlConnection* conn);
+// The same on `version` as the server gives it ("8.0.36",
+// "10.11.19-MariaDB-0+deb12u1"); a version it cannot parse passes.
+std::string CheckServerVersionString(std::string_view version);
+
 // log_bin: the server writes a binary log at all.
 std::string CheckBinaryLogging(MysqlConnection* conn);
 // binlog_format=ROW: changes are logged as rows, not statements.
@@ -86,7 +95,7 @@ struct MysqlCheckOptions {
   std::chrono::seconds replay_window{0};
 };
 
-// All of the above in order (settings, grants, table, server id,
+// All of the above in order (version, settings, grants, table, server id,
 // retention): the first failure's line, or "". Warnings are appended.
 std::string RunStartupChecks(MysqlConnection* conn,
                              const MysqlCheckOptions& options,

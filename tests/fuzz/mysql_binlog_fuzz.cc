@@ -4,7 +4,9 @@
 // The input is a binlog file: the magic number, then events (the seeds,
 // captured by tests/fuzz/capture-binlog-corpus.sh, are a FORMAT_DESCRIPTION
 // and one write's GTID, TABLE_MAP, ROWS v1 or v2 and XID events, or
-// statements). It goes through BinlogReader::OpenBytes, so every event
+// statements; mysql8.binlog, written by tests/unit/mysql8_binlog_test.cc
+// from MySQL 8's documented format, four transactions with MySQL GTIDs and
+// binary JSON). It goes through BinlogReader::OpenBytes, so every event
 // takes the reader's path: Connector/C's parsing of the event
 // (mariadb_rpl_fetch) and of its rows (mariadb_rpl_extract_rows, on
 // BinlogTableMap's normalized types), walwatch's table map, transaction
