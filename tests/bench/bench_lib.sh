@@ -12,10 +12,12 @@
 # BENCH_DB=mysql (set before bench_init): a throwaway MariaDB
 # (tests/tools/mariadb-sandbox.sh) with schema/mysql/clusterpedia.sql in
 # database `bench` in place of PostgreSQL; sets MYSQL_CONNINFO (walwatch's
-# --mysql-conninfo, root over TCP) and MY_PORT, and my_q / my_v run the
-# mariadb client on it (my_v: tab-separated rows, no header). WRITER_DB is
-# bench_writer's database argument either way, and start_walwatch starts
-# walwatch --source mysql with a server id derived from SLOT.
+# --mysql-conninfo, root over TCP; with BENCH_MYSQL_TRANSPORT=socket over
+# the Unix socket, as CONNINFO reaches PostgreSQL) and MY_PORT, and my_q /
+# my_v run the mariadb client on it (my_v: tab-separated rows, no header).
+# WRITER_DB is bench_writer's database argument either way, and
+# start_walwatch starts walwatch --source mysql with a server id derived
+# from SLOT.
 #   stop_walwatch [SIGNAL]   TERM by default; waits for the exit
 #   bench_build DIR JOBS TARGET...   configure DIR for the benchmarks (with
 #                            the -march walwatch ships with) and build TARGETs
@@ -79,6 +81,8 @@ bench_init() {
     my_q -e "CREATE DATABASE bench CHARACTER SET utf8mb4"
     my_q bench <"$ROOT/schema/mysql/clusterpedia.sql"
     MYSQL_CONNINFO="host=127.0.0.1 port=$MY_PORT user=root database=bench"
+    [[ "${BENCH_MYSQL_TRANSPORT:-tcp}" != socket ]] ||
+      MYSQL_CONNINFO="socket=$MY_SOCKET user=root database=bench"
     CONNINFO=""
     WRITER_DB=(--mysql "$MYSQL_CONNINFO")
     return 0

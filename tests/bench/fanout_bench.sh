@@ -34,14 +34,15 @@
 # writer's start to its end, or to the last event if that came later),
 # commit -> client latency p50/p99 (max: the largest of all runs), walwatch's
 # CPU (utime+stime from /proc/PID/stat, % of one core, from the writer's
-# start to the client's end), the client's CPU, the machine's busy CPU (of
+# start to the client's end; per run also in µs per delivered event and per
+# commit: ww_us_per_event, ww_us_per_commit), the client's CPU, the machine's busy CPU (of
 # 200 %), and every error, 410, lost, duplicate or missing event summed over
 # the runs. A case that does not keep up (a watcher short of the last write,
 # an error, or the last event more than 1 s after the writer stopped) is run
 # once only and marked saturated.
 #
 # Environment:
-#   BENCH_FANOUT_WATCHERS ("1 100 1000 5000"), BENCH_FANOUT_RATES
+#   BENCH_FANOUT_WATCHERS ("1 100 1000 5000"; empty: none), BENCH_FANOUT_RATES
 #   ("100 1000 5000"), BENCH_FANOUT_EXTRA ("1000:2000"),
 #   BENCH_FANOUT_SPREAD_RATES ("100 1000 5000"), BENCH_FANOUT_MIXED
 #   ("1000 5000"), BENCH_FANOUT_MIXED_RATE (2000), BENCH_FANOUT_SECONDS (5),
@@ -59,7 +60,7 @@ set -euo pipefail
 # shellcheck source=tests/bench/bench_lib.sh
 source "$(dirname "$0")/bench_lib.sh"
 
-WATCHERS=${BENCH_FANOUT_WATCHERS:-"1 100 1000 5000"}
+WATCHERS=${BENCH_FANOUT_WATCHERS-"1 100 1000 5000"}
 RATES=${BENCH_FANOUT_RATES:-"100 1000 5000"}
 EXTRA=${BENCH_FANOUT_EXTRA-"1000:2000"}
 SPREAD_RATES=${BENCH_FANOUT_SPREAD_RATES-"100 1000 5000"}
@@ -163,10 +164,11 @@ run_case() {
       # if the watchers were still catching up after the writer stopped.
       span = (last_ns - t0_ns) / 1e9; if (span < wsec) span = wsec
       lag = span - wsec
-      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f writes_per_delivery=%.3f tail_s=%.2f",
+      printf "writes=%d writer_rate=%.0f deliveries_per_s=%.0f p50_ms=%.2f p99_ms=%.2f max_ms=%.1f ww_cpu=%.0f client_cpu=%.0f machine_cpu=%.0f errors=%d e410=%d lost=%d dup=%d ooo=%d short=%d ended=%d stmt_p99_ms=%.2f event_bytes=%.0f writes_per_delivery=%.3f tail_s=%.2f ww_us_per_event=%.2f ww_us_per_commit=%.2f",
         writes, wrate, events / span, p50 / 1e3, p99 / 1e3, max / 1e3,
         100 * ww / hz / wall, 100 * cl / hz / wall, 100 * m / hz / wall,
-        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0), (wevents > 0 ? wwrites / wevents : 0), lag }')
+        errors, e410, lost, dup, ooo, short, ended, stmt / 1e3, (events > 0 ? ebytes / events : 0), (wevents > 0 ? wwrites / wevents : 0), lag,
+        (events > 0 ? 1e6 * ww / hz / events : 0), (writes > 0 ? 1e6 * ww / hz / writes : 0) }')
   echo "$mode $n $rate $rep $line" >>"$RESULTS"
   bench_say "$mode watchers=$n rate=$rate run $rep: $line"
   SATURATED=0

@@ -10,8 +10,9 @@
 // from each just what it needs:
 //   * the type ({"type":"ERROR"...} counts as an error, with "code":410
 //     separately; BOOKMARK is counted);
-//   * metadata.resourceVersion (the line's last "resourceVersion"), which must increase along each stream (one
-//     row per transaction: equal is a duplicate, lower is out of order);
+//   * metadata.resourceVersion (the line's one "resourceVersion": see
+//     FieldFinder), which must increase along each stream (one row per
+//     transaction: equal is a duplicate, lower is out of order);
 //   * bench_writer's stamp annotation "W:SEQ:NS": NS gives commit -> receive
 //     latency (receive = the clock right after the read() that completed the
 //     line); with --check-seq, SEQ must be the writer's previous SEQ + 1 on
@@ -117,23 +118,38 @@ bool ParseU64(std::string_view s, uint64_t* out, size_t* used = nullptr) {
   return true;
 }
 
-// Finds the last string field named by a quoted key ("resourceVersion") in
-// an event line and returns its value, or empty. It searches backwards with
-// a Boyer-Moore-Horspool searcher (built once per key): jsonb orders keys by
-// length, so "metadata" comes last but for "apiVersion" and the fields the
-// client reads lie near the end of the line; and the searcher skips most
-// bytes, where a find() would stop at every '"' of the quote-dense JSON.
+// Finds a string field named by a quoted key ("resourceVersion") in an
+// event line and returns its value, or empty: the last one searching
+// backwards, the first one forwards. bench_writer's objects carry each
+// field the client reads once, so both find the same; the direction only
+// decides how much of the line is scanned. Where the fields lie depends on
+// the database: jsonb orders keys by length, so "metadata" comes last but
+// for "apiVersion" and the fields lie near the end of the line; MariaDB
+// keeps the text as written, "metadata" near the start, before the spec and
+// its padding. The Boyer-Moore-Horspool searchers (built once per key)
+// skip most bytes, where a find() would stop at every '"' of the
+// quote-dense JSON.
 class FieldFinder {
  public:
   explicit FieldFinder(std::string key)
-      : key_(std::move(key)), searcher_(key_.rbegin(), key_.rend()) {}
+      : key_(std::move(key)),
+        forward_(key_.begin(), key_.end()),
+        backward_(key_.rbegin(), key_.rend()) {}
 
-  // `at` (if given): where the key starts, for a search before it.
-  std::string_view Find(std::string_view line, size_t* at = nullptr) const {
-    auto rit = std::search(line.rbegin(), line.rend(), searcher_);
-    if (rit == line.rend()) return {};
-    // rit points at the key's last character, read backwards.
-    size_t p = static_cast<size_t>(line.rend() - rit);
+  // `at` (if given): where the key starts, for a search before or after it.
+  std::string_view Find(std::string_view line, bool forward = false,
+                        size_t* at = nullptr) const {
+    size_t p;  // just after the key
+    if (forward) {
+      auto it = std::search(line.begin(), line.end(), forward_);
+      if (it == line.end()) return {};
+      p = static_cast<size_t>(it - line.begin()) + key_.size();
+    } else {
+      auto rit = std::search(line.rbegin(), line.rend(), backward_);
+      if (rit == line.rend()) return {};
+      // rit points at the key's last character, read backwards.
+      p = static_cast<size_t>(line.rend() - rit);
+    }
     if (at) *at = p - key_.size();
     // jsonb_out writes ": ", walwatch's splice may write ":".
     while (p < line.size() && (line[p] == ' ' || line[p] == ':')) ++p;
@@ -145,8 +161,9 @@ class FieldFinder {
 
  private:
   std::string key_;
+  std::boyer_moore_horspool_searcher<std::string::const_iterator> forward_;
   std::boyer_moore_horspool_searcher<std::string::const_reverse_iterator>
-      searcher_;
+      backward_;
 };
 
 // Latencies, one per event. Those under kFineUs are counted per whole
@@ -238,11 +255,20 @@ class Client {
     }
     uint64_t rv = 0;
     size_t rv_at = line.size();
-    const bool has_rv = ParseU64(rv_field_.Find(line, &rv_at), &rv);
-    // The stamp is an annotation: in metadata before resourceVersion (jsonb
-    // orders keys by length), so the search starts there, not at the end.
-    std::string_view stamp = stamp_field_.Find(line.substr(0, rv_at));
-    if (stamp.empty() && rv_at < line.size()) stamp = stamp_field_.Find(line);
+    const bool forward = forward_;
+    const bool has_rv = ParseU64(rv_field_.Find(line, forward, &rv_at), &rv);
+    std::string_view stamp;
+    if (rv_at < line.size()) {
+      // The next line is searched from the end this one had its metadata
+      // nearer to (every line comes from the same database).
+      forward_ = rv_at < line.size() / 2;
+      // The stamp is an annotation, in the same metadata: before
+      // resourceVersion in jsonb's order (keys by length), after it in the
+      // writer's; so the search starts there, not at the line's end.
+      stamp = forward ? stamp_field_.Find(line.substr(rv_at), true)
+                      : stamp_field_.Find(line.substr(0, rv_at));
+    }
+    if (stamp.empty()) stamp = stamp_field_.Find(line, forward);
     OnEvent(c, has_rv ? rv : 0, stamp, line.size() + 1);  // with its newline
   }
 
@@ -351,6 +377,7 @@ class Client {
   const bool etcd_;
   Totals* totals_;
   std::string decoded_;  // an etcd value's first bytes
+  bool forward_ = false;  // FieldFinder's direction for the next line
   const FieldFinder rv_field_{"\"resourceVersion\""};
   const FieldFinder stamp_field_{"\"bench.walwatch.io/stamp\""};
   int64_t now_ns_ = 0;
