@@ -113,7 +113,8 @@ if has mdrain.txt; then
   tr=$(kvm ratio)
   goal_row g7 "MariaDB backlog drain, $(kvm rows) Pods of ~$(kvm object_bytes) B: walwatch --source mysql's time against mariadb-binlog $(kvm mbl_flags)'s" "≤ 1.11 ×" "$tr × ($(kvm walwatch_s) against $(kvm mbl_s) s; first to last event $(kvm stream_ratio) ×)" "$(verdict le "$tr" 1.11)" mdrain
 else goal_row g7 "MariaDB backlog drain against mariadb-binlog" "≤ 1.11 ×" "$(na)" "-" mdrain; fi
-mrate=$(awk '$1 == "one" { print $3; exit }' "$R/mfanout.txt" 2>/dev/null || true)
+# The goal's case is the highest rate (a run at 1,000/s comes first).
+mrate=$(awk '$1 == "one" && $3 > r { r = $3 } END { if (r) print r }' "$R/mfanout.txt" 2>/dev/null || true)
 mn=$(awk '$1 == "one" { print $2; exit }' "$R/mfanout.txt" 2>/dev/null || true)
 max=$(FAN=mfanout.txt fan max one "${mn:-1000}" "${mrate:-2000}" p99_ms)
 if [[ -n "$max" ]]; then
