@@ -29,6 +29,20 @@ MariaDbModelSql::MariaDbModelSql(const MariaDbServer& server,
   if (std::string err = conn_.Connect(server.Root(database)); !err.empty()) {
     throw std::runtime_error(err);
   }
+  if (mysql::BinlogStatus s = mysql::ReadBinlogEnd(&conn_, &search_from_);
+      !s.ok()) {
+    throw std::runtime_error("the binlog's end: " + s.message);
+  }
+}
+
+uint64_t MariaDbModelSql::LastCommitRv() {
+  const std::string gtid = LastGtid(conn_);
+  if (gtid != last_gtid_) {
+    search_from_ = FindCommit(conn_, gtid, search_from_);
+    last_gtid_ = gtid;
+    last_commit_ = *mysql::BinlogVersion(search_from_);
+  }
+  return last_commit_;
 }
 
 void MariaDbModelSql::Run(const std::string& sql) {

@@ -43,6 +43,7 @@ class MariaDbModelSql : public ModelSql {
   void RecordKubeEvent(const Resource& r, const std::string& reason) override;
   size_t RemoveCluster(const std::string& cluster,
                        const ModelResource* resource) override;
+  uint64_t LastCommitRv() override;
   std::optional<Row> Find(const Resource& r) override;
   ModelState State(const ModelFilter& filter) override;
   ::testing::AssertionResult ListWithHandoff(
@@ -59,6 +60,11 @@ class MariaDbModelSql : public ModelSql {
 
   const std::string db_;
   mysql::MysqlConnection conn_;
+  // LastCommitRv searches the binlog from here: its end when the connection
+  // was made, then the end of the commit it found last (last_gtid_'s).
+  mysql::BinlogPosition search_from_;
+  std::string last_gtid_;
+  uint64_t last_commit_ = 0;
 };
 
 // The EventWitness of MariaDB: reads the binlog from its end at

@@ -151,21 +151,26 @@ uint64_t BinlogWriter::Transaction(const std::vector<std::string>& statements) {
   return CommitOf(before);
 }
 
-uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
+std::string LastGtid(mysql::MysqlConnection& conn) {
   std::optional<std::string> gtid;
-  if (std::string err = conn_.QueryValue("SELECT @@last_gtid", &gtid);
+  if (std::string err = conn.QueryValue("SELECT @@last_gtid", &gtid);
       !err.empty() || !gtid || gtid->empty()) {
     throw std::runtime_error("no @@last_gtid: " + err);
   }
+  return *gtid;
+}
+
+BinlogPosition FindCommit(mysql::MysqlConnection& conn, const std::string& gtid,
+                          const BinlogPosition& from) {
   // The GTID event names it ("BEGIN GTID 0-1-6"; a DDL's "GTID 0-1-7"); the
   // transaction ends at its XID or COMMIT, a DDL at its own statement.
-  BinlogPosition at = before;
+  BinlogPosition at = from;
   for (int files = 0; files < 100; ++files) {
     mysql::MysqlRows rows;
     std::string err =
-        conn_.Query("SHOW BINLOG EVENTS IN " + conn_.Quote(at.file) + " FROM " +
-                        std::to_string(at.pos),
-                    &rows);
+        conn.Query("SHOW BINLOG EVENTS IN " + conn.Quote(at.file) + " FROM " +
+                       std::to_string(at.pos),
+                   &rows);
     if (!err.empty()) throw std::runtime_error(err);
     bool found = false, grouped = false;
     for (const auto& r : rows.rows) {
@@ -174,7 +179,7 @@ uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
       const uint64_t end = std::stoull(r[4].value_or("0"));
       if (!found) {
         if (type == "Gtid" &&
-            (info == "BEGIN GTID " + *gtid || info == "GTID " + *gtid)) {
+            (info == "BEGIN GTID " + gtid || info == "GTID " + gtid)) {
           found = true;
           grouped = info.rfind("BEGIN", 0) == 0;
         }
@@ -182,11 +187,10 @@ uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
       }
       if (type == "Xid" ||
           (type == "Query" && (!grouped || info.rfind("COMMIT", 0) == 0))) {
-        return *mysql::BinlogVersion({at.file, end});
+        return {at.file, end};
       }
     }
-    if (found)
-      throw std::runtime_error("the end of " + *gtid + " is not there");
+    if (found) throw std::runtime_error("the end of " + gtid + " is not there");
     // Rotated meanwhile: the next file.
     const uint64_t next = *mysql::BinlogFileNumber(at.file) + 1;
     std::string number = std::to_string(next);
@@ -195,7 +199,11 @@ uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
     if (number.size() < digits) number.insert(0, digits - number.size(), '0');
     at = {at.file.substr(0, dot + 1) + number, 4};
   }
-  throw std::runtime_error("GTID " + *gtid + " not found in the binlog");
+  throw std::runtime_error("GTID " + gtid + " not found in the binlog");
+}
+
+uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
+  return *mysql::BinlogVersion(FindCommit(conn_, LastGtid(conn_), before));
 }
 
 void MariaDbWalwatchTest::SetUp() {

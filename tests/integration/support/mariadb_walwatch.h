@@ -39,6 +39,16 @@ std::string DeleteSql(const std::string& database, const Resource& r);
 std::string RecordKubeEventSql(const std::string& database, const Resource& r,
                                const std::string& reason);
 
+// The GTID of the transaction `conn` committed last (@@last_gtid); throws
+// std::runtime_error if it has committed none.
+std::string LastGtid(mysql::MysqlConnection& conn);
+// Where transaction `gtid` ends in the binlog (its XID or COMMIT event, a
+// DDL's own statement), searched from `from` on, across rotations. Throws
+// std::runtime_error if it is not there.
+mysql::BinlogPosition FindCommit(mysql::MysqlConnection& conn,
+                                 const std::string& gtid,
+                                 const mysql::BinlogPosition& from);
+
 // A root connection to the test's database that writes and tells where
 // each write committed. Throws std::runtime_error on an SQL error.
 class BinlogWriter {

@@ -57,6 +57,13 @@ class ModelSql {
   virtual size_t RemoveCluster(const std::string& cluster,
                                const ModelResource* resource = nullptr) = 0;
 
+  // The resourceVersion walwatch gives the commit of the transaction this
+  // connection committed last (an autocommit write, or COMMIT after
+  // writes): what that transaction's last event carries, its earlier ones
+  // one less. Throws std::runtime_error if it cannot be told (no write yet,
+  // or, on PostgreSQL, before walwatch was started on the database).
+  virtual uint64_t LastCommitRv() = 0;
+
   // The row with r's key, if any.
   struct Row {
     std::string uid;

@@ -1,35 +1,47 @@
 #include "tests/integration/support/pg_model_database.h"
 
+#include <stdexcept>
+
 namespace walwatch::itest {
 
 void PgModelSql::Insert(const ModelObjectSpec& spec) {
-  InsertModelRow(conn_, spec);
+  last_xid_ = InsertModelRow(conn_, spec);
 }
 
 void PgModelSql::Update(const ModelObjectSpec& spec) {
-  UpdateModelRow(conn_, spec);
+  last_xid_ = UpdateModelRow(conn_, spec);
 }
 
-void PgModelSql::Delete(const Resource& r) { DeleteRow(conn_, r); }
+void PgModelSql::Delete(const Resource& r) { last_xid_ = DeleteRow(conn_, r); }
 
 void PgModelSql::RecordKubeEvent(const Resource& r, const std::string& reason) {
-  itest::RecordKubeEvent(conn_, r, reason);
+  last_xid_ = itest::RecordKubeEvent(conn_, r, reason);
 }
 
 size_t PgModelSql::RemoveCluster(const std::string& cluster,
                                  const ModelResource* resource) {
-  if (resource == nullptr) {
-    return conn_
-        .Query("DELETE FROM resources WHERE cluster = $1 RETURNING id",
-               {cluster})
-        .size();
+  auto rows =
+      resource == nullptr
+          ? conn_.Query(
+                "DELETE FROM resources WHERE cluster = $1 "
+                "RETURNING pg_current_xact_id()::text",
+                {cluster})
+          : conn_.Query(
+                "DELETE FROM resources WHERE cluster = $1 AND \"group\" = $2 "
+                "AND version = $3 AND resource = $4 "
+                "RETURNING pg_current_xact_id()::text",
+                {cluster, resource->group, resource->version,
+                 resource->resource});
+  if (!rows.empty() && rows[0][0]) last_xid_ = std::stoull(*rows[0][0]);
+  return rows.size();
+}
+
+uint64_t PgModelSql::LastCommitRv() {
+  if (last_xid_ == 0) throw std::runtime_error("LastCommitRv: no write yet");
+  if (!commit_lsn_) {
+    throw std::runtime_error("LastCommitRv: this connection has no observer");
   }
-  return conn_
-      .Query(
-          "DELETE FROM resources WHERE cluster = $1 AND \"group\" = $2 AND "
-          "version = $3 AND resource = $4 RETURNING id",
-          {cluster, resource->group, resource->version, resource->resource})
-      .size();
+  return commit_lsn_(last_xid_);
 }
 
 std::optional<ModelSql::Row> PgModelSql::Find(const Resource& r) {
