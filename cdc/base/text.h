@@ -41,6 +41,11 @@ bool ConsumeUnsigned(std::string_view* text, uint64_t* value);
 // `text` is all decimal digits and fits in uint64_t.
 bool ParseUnsigned(std::string_view text, uint64_t* value);
 
+// Whether `part` occurs in `text` (matching a library's error message).
+inline bool Contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
 // `text` with control characters written as \xNN, so that an error message
 // that quotes its input stays one line.
 std::string OneLine(std::string text);

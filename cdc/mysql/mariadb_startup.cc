@@ -9,6 +9,7 @@
 
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
+#include "cdc/base/text.h"
 #include "cdc/model/resource_catalog.h"
 #include "cdc/mysql/mariadb_source.h"
 #include "cdc/mysql/mysql_checks.h"
@@ -40,10 +41,6 @@ bool ServerDown(unsigned error) {
     default:
       return false;
   }
-}
-
-bool Has(const std::string& text, const char* part) {
-  return text.find(part) != std::string::npos;
 }
 
 // The client library's words in a Connect error, without the target before
@@ -78,26 +75,26 @@ std::string AccessDeniedFix(const MysqlConnParams& p) {
 std::string TlsFix(const MysqlConnParams& p, const std::string& error) {
   const std::string err = Reason(p, error);
   const bool client_cert = !p.tls_cert.empty();
-  if (Has(err, "cannot read the ssl-")) {
+  if (Contains(err, "cannot read the ssl-")) {
     return " (fix: the file named, readable by walwatch's user, in "
            "--mysql-conninfo)";
   }
-  if (Has(err, "does not offer TLS") || Has(err, "not support")) {
+  if (Contains(err, "does not offer TLS") || Contains(err, "not support")) {
     return " (fix: TLS on the server (its ssl_cert and ssl_key), or "
            "ssl-mode=DISABLED in --mysql-conninfo)";
   }
-  if (Has(err, "key values mismatch")) {
+  if (Contains(err, "key values mismatch")) {
     return " (fix: ssl-key in --mysql-conninfo must be the private key of "
            "the certificate in ssl-cert)";
   }
   // An alert is the server's answer; with a client certificate sent, it
   // is about that certificate.
-  if (client_cert && Has(err, "alert")) {
+  if (client_cert && Contains(err, "alert")) {
     return " (the server refused walwatch's client certificate; fix: ssl-cert "
            "in --mysql-conninfo a certificate signed by a CA the server "
            "trusts (its ssl_ca), valid now, and ssl-key its key)";
   }
-  if (Has(err, "Validation of SSL server certificate failed")) {
+  if (Contains(err, "Validation of SSL server certificate failed")) {
     return " (the server's certificate does not name " +
            (p.host.empty() || p.host == "localhost"
                 ? std::string("localhost, the name checked on the Unix socket")
@@ -105,7 +102,7 @@ std::string TlsFix(const MysqlConnParams& p, const std::string& error) {
            "; fix: that name in the certificate's subjectAltName or CN, or "
            "host in --mysql-conninfo the name the certificate has)";
   }
-  if (Has(err, "certificate")) {
+  if (Contains(err, "certificate")) {
     return " (fix: ssl-ca in --mysql-conninfo the CA that signed the server's "
            "certificate)";
   }
@@ -123,8 +120,8 @@ bool LostAfterClientCertificate(const MysqlConnParams& p, unsigned error,
   const std::string reason = Reason(p, err);
   return error == CR_SERVER_LOST && p.tls != MysqlConnParams::Tls::kDisabled &&
          !p.tls_cert.empty() &&
-         (Has(reason, "sending authentication information") ||
-          Has(reason, "reading authorization packet"));
+         (Contains(reason, "sending authentication information") ||
+          Contains(reason, "reading authorization packet"));
 }
 
 }  // namespace

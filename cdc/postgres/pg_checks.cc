@@ -1,18 +1,11 @@
 #include "cdc/postgres/pg_checks.h"
 
-#include "cdc/postgres/lsn.h"
+#include "cdc/base/text.h"
 #include "cdc/model/resource_catalog.h"
+#include "cdc/postgres/lsn.h"
 #include "cdc/postgres/pg_conn.h"
 
 namespace walwatch {
-
-namespace {
-
-bool Contains(const std::string& s, const char* needle) {
-  return s.find(needle) != std::string::npos;
-}
-
-}  // namespace
 
 bool IsClientTlsError(const std::string& e) {
   return Contains(e, "certificate") || Contains(e, "private key") ||
