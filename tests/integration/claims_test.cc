@@ -298,6 +298,24 @@ TEST_F(ClaimsTest, ARowThatCannotBecomeAnEventIsCountedAndEndsEveryWatch) {
   EXPECT_TRUE(logged) << ww->StderrText();
 }
 
+// A mapping file at `path` for public.`table` with the mapping tests'
+// column names.
+void WriteMapping(const std::string& path, const std::string& table) {
+  std::ofstream(path) << nlohmann::json{
+      {"schema", "public"},
+      {"table", table},
+      {"columns",
+       {{"group", "api_group"},
+        {"version", "api_version"},
+        {"resource", "kind_plural"},
+        {"kind", "type_name"},
+        {"cluster", "site"},
+        {"namespace", "ns"},
+        {"name", "title"},
+        {"uid", "id"},
+        {"object", "body"}}}}.dump(2);
+}
+
 // --mapping FILE: a table that is not `resources`, with other column names,
 // columns in another order and one the mapping does not name, watched end
 // to end (ADDED, MODIFIED, DELETED) through the socket.
@@ -309,23 +327,7 @@ TEST_F(ClaimsTest, MappingFileWatchesAnotherTable) {
       "NOT NULL, api_group text NOT NULL);"
       "ALTER TABLE widgets REPLICA IDENTITY FULL;");
   const std::string mapping = TempPath("widgets.mapping.json");
-  {
-    std::ofstream out(mapping);
-    out << nlohmann::json{
-               {"schema", "public"},
-               {"table", "widgets"},
-               {"columns",
-                {{"group", "api_group"},
-                 {"version", "api_version"},
-                 {"resource", "kind_plural"},
-                 {"kind", "type_name"},
-                 {"cluster", "site"},
-                 {"namespace", "ns"},
-                 {"name", "title"},
-                 {"uid", "id"},
-                 {"object", "body"}}}}
-               .dump(2);
-  }
+  WriteMapping(mapping, "widgets");
   auto object = [](const std::string& name, int size) {
     return nlohmann::json{{"apiVersion", "example.com/v1"},
                           {"kind", "Widget"},
@@ -394,19 +396,7 @@ TEST_F(ClaimsTest, MappingFileTableWithoutTheIndexStillGivesItsKindsAtStartup) {
       "('u3', NULL, 'v1', 'thingamajigs', 'ThingaMaJig', 'c1', 'ns', 'c', "
       "'{}')");
   const std::string mapping = TempPath("gadgets.mapping.json");
-  std::ofstream(mapping) << nlohmann::json{
-      {"schema", "public"},
-      {"table", "gadgets"},
-      {"columns",
-       {{"group", "api_group"},
-        {"version", "api_version"},
-        {"resource", "kind_plural"},
-        {"kind", "type_name"},
-        {"cluster", "site"},
-        {"namespace", "ns"},
-        {"name", "title"},
-        {"uid", "id"},
-        {"object", "body"}}}};
+  WriteMapping(mapping, "gadgets");
   WalwatchOptions o = DefaultOptions();
   o.extra_args = {"--mapping", mapping, "--bookmark-interval", "1s"};
   auto* ww = StartWalwatch(o);
@@ -418,18 +408,9 @@ TEST_F(ClaimsTest, MappingFileTableWithoutTheIndexStillGivesItsKindsAtStartup) {
                   {"/api/v1/thingamajigs", "ThingaMaJig"}};
   for (const auto& t : kInTable) {
     SCOPED_TRACE(t.path);
-    WatchClient watch;
-    ASSERT_TRUE(watch.Open(ww->socket_path(),
-                           t.path + "?watch=1&allowWatchBookmarks=true&"
-                                    "resourceVersion=" +
-                               std::to_string(FetchFreshRv(ww->socket_path())),
-                           In(kEventWait)));
-    ASSERT_EQ(watch.status(), 200) << watch.body();
-    WatchEvent e;
-    do {
-      ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
-    } while (e.type != "BOOKMARK");
-    EXPECT_EQ(e.object.value("kind", ""), t.kind) << e.raw;
+    nlohmann::json bookmark;
+    ASSERT_TRUE(FirstBookmarkOn(ww->socket_path(), t.path, &bookmark));
+    EXPECT_EQ(bookmark.value("kind", ""), t.kind) << bookmark;
   }
 }
 

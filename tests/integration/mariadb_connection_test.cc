@@ -20,6 +20,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -258,14 +259,6 @@ TEST_F(MariaDbConnectionTest, AServerThatDoesNotAnswerIsWaitedForWithoutIt) {
 
 // --- TLS ---------------------------------------------------------------------
 
-// Runs a shell command; fails the test with its output if it fails.
-void Shell(const std::string& command) {
-  CommandResult r = RunCommand({"/bin/sh", "-c", command}, kStartupBound);
-  ASSERT_TRUE(r.exited && r.exit_code == 0)
-      << command << ": " << r.Describe() << "\n"
-      << r.output;
-}
-
 class MariaDbTlsTest : public MariaDbConnectionTest {
  protected:
   // In the test's directory: ca.crt (a CA), server.crt and server.key
@@ -335,6 +328,39 @@ std::vector<Session> SessionsOf(const MariaDbServer& server,
   return out;
 }
 
+// Each watch's next event is the row inserted at commit c, as ADDED.
+void ExpectAddedAt(std::initializer_list<WatchClient*> watches, uint64_t c,
+                   const std::string& name) {
+  for (WatchClient* watch : watches) {
+    WatchEvent e;
+    ASSERT_TRUE(watch->NextEvent(&e, In(kEventWait)));
+    EXPECT_TRUE(WireStartsWith(e, "ADDED"));
+    EXPECT_EQ(e.rv(), c);
+    EXPECT_EQ(e.object["metadata"].value("name", ""), name);
+  }
+}
+
+// The server's view of the account's sessions: at least `streams` binlog
+// streams (one per walwatch), every session encrypted, and, where `host`
+// is given, every one from that host.
+void ExpectSessionsEncrypted(const MariaDbServer& server,
+                             const std::string& user, long streams,
+                             const std::string& host = "") {
+  std::vector<Session> sessions = SessionsOf(server, user);
+  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
+                          [](auto& s) { return s.command == "Binlog Dump"; }),
+            streams)
+      << "want a binlog stream of each walwatch on the server";
+  for (const Session& s : sessions) {
+    if (!host.empty()) {
+      EXPECT_EQ(s.host, host) << "a session of walwatch's (" << s.command
+                              << ") is not from " << host;
+    }
+    EXPECT_NE(s.cipher, "")
+        << "a session of walwatch's (" << s.command << ") is not encrypted";
+  }
+}
+
 // VERIFY_IDENTITY, and REQUIRED (encrypted, the certificate unchecked):
 // both connect, both stream, and the server lists every session of
 // walwatch's as encrypted.
@@ -352,25 +378,12 @@ TEST_F(MariaDbTlsTest, VerifyIdentityAndRequiredStreamEncrypted) {
   ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
                           "/api/v1/pods", {}));
   const uint64_t c = writer.Insert(Pod("c1", "default", "over-tls"));
-  for (WatchClient* watch : {&watch_verifying, &watch_requiring}) {
-    WatchEvent e;
-    ASSERT_TRUE(watch->NextEvent(&e, In(kEventWait)));
-    EXPECT_TRUE(WireStartsWith(e, "ADDED"));
-    EXPECT_EQ(e.rv(), c);
-    EXPECT_EQ(e.object["metadata"].value("name", ""), "over-tls");
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectAddedAt({&watch_verifying, &watch_requiring}, c, "over-tls"));
 
   // The server's view: walwatch's sessions (a binlog stream of each at
   // least), each encrypted.
-  std::vector<Session> sessions = SessionsOf(server(), user());
-  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
-                          [](auto& s) { return s.command == "Binlog Dump"; }),
-            2)
-      << "want a binlog stream of each walwatch on the server";
-  for (const Session& s : sessions) {
-    EXPECT_NE(s.cipher, "")
-        << "a session of walwatch's (" << s.command << ") is not encrypted";
-  }
+  ExpectSessionsEncrypted(server(), user(), 2);
   EXPECT_TRUE(NeverShows(verifying, kPassword));
   EXPECT_TRUE(NeverShows(requiring, kPassword));
 }
@@ -445,21 +458,8 @@ TEST_F(MariaDbTlsTest, AClientCertificateLogsInWhereTheAccountRequiresIt) {
   WatchClient watch;
   ASSERT_TRUE(OpenWatchOn(watch, ww.socket_path(), "/api/v1/pods", {}));
   const uint64_t c = writer.Insert(Pod("c1", "default", "by-certificate"));
-  WatchEvent e;
-  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
-  EXPECT_TRUE(WireStartsWith(e, "ADDED"));
-  EXPECT_EQ(e.rv(), c);
-  EXPECT_EQ(e.object["metadata"].value("name", ""), "by-certificate");
-
-  std::vector<Session> sessions = SessionsOf(server(), user());
-  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
-                          [](auto& s) { return s.command == "Binlog Dump"; }),
-            1)
-      << "want walwatch's binlog stream on the server";
-  for (const Session& s : sessions) {
-    EXPECT_NE(s.cipher, "")
-        << "a session of walwatch's (" << s.command << ") is not encrypted";
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectAddedAt({&watch}, c, "by-certificate"));
+  ExpectSessionsEncrypted(server(), user(), 1);
   EXPECT_EQ(ww.Stop().Describe(), "exit code 0");
   EXPECT_TRUE(NeverShowsSecrets(ww, TempPath("client.key")));
 }
@@ -551,23 +551,10 @@ TEST_F(MariaDbTlsTest, TlsOnTheUnixSocketIsNegotiatedAndVerified) {
   ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
                           "/api/v1/pods", {}));
   const uint64_t c = writer.Insert(Pod("c1", "default", "over-the-socket"));
-  for (WatchClient* watch : {&watch_verifying, &watch_requiring}) {
-    WatchEvent e;
-    ASSERT_TRUE(watch->NextEvent(&e, In(kEventWait)));
-    EXPECT_TRUE(WireStartsWith(e, "ADDED"));
-    EXPECT_EQ(e.rv(), c);
-  }
-  std::vector<Session> sessions = SessionsOf(server(), user());
-  EXPECT_GE(std::count_if(sessions.begin(), sessions.end(),
-                          [](auto& s) { return s.command == "Binlog Dump"; }),
-            2)
-      << "want a binlog stream of each walwatch on the server";
-  for (const Session& s : sessions) {
-    EXPECT_EQ(s.host, "localhost")
-        << "a session of walwatch's (" << s.command << ") is not on the socket";
-    EXPECT_NE(s.cipher, "")
-        << "a session of walwatch's (" << s.command << ") is not encrypted";
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectAddedAt({&watch_verifying, &watch_requiring}, c,
+                                        "over-the-socket"));
+  // "localhost": the socket (on TCP the server sees 127.0.0.1:port).
+  ExpectSessionsEncrypted(server(), user(), 2, "localhost");
 
   // The account takes nothing but TLS, on the socket too.
   WalwatchProcess& plain = Launch(SocketConninfo(kPassword));

@@ -32,14 +32,6 @@ namespace {
 
 constexpr std::chrono::seconds kStartupBound{30};
 
-// Runs a shell command; fails the test with its output if it fails.
-void Shell(const std::string& command) {
-  CommandResult r = RunCommand({"/bin/sh", "-c", command}, kStartupBound);
-  ASSERT_TRUE(r.exited && r.exit_code == 0)
-      << command << ": " << r.Describe() << "\n"
-      << r.output;
-}
-
 class PgTlsTest : public ::testing::Test {
  protected:
   void SetUp() override {

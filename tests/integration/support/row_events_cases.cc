@@ -379,18 +379,11 @@ void BookmarksCarryTheKindOfAResourceOnlyTheTableHolds(ModelDatabase& db) {
   options.extra_args.push_back("1s");
   auto* ww = db.StartModelWalwatch(std::move(options));
   ASSERT_NE(ww, nullptr);
-  WatchClient watch;
-  ASSERT_TRUE(watch.Open(ww->socket_path(),
-                         "/apis/example.com/v1/foobazes?watch=1&"
-                         "allowWatchBookmarks=true&resourceVersion=" +
-                             std::to_string(FetchFreshRv(ww->socket_path())),
-                         In(kEventWait)));
-  ASSERT_EQ(watch.status(), 200) << watch.body();
-  WatchEvent e;
-  ASSERT_TRUE(watch.NextEvent(&e, In(kEventWait)));
-  ASSERT_EQ(e.type, "BOOKMARK") << e.raw;
-  EXPECT_EQ(e.object.value("kind", ""), "FooBazThing") << e.raw;
-  EXPECT_EQ(e.object.value("apiVersion", ""), "example.com/v1") << e.raw;
+  nlohmann::json bookmark;
+  ASSERT_TRUE(FirstBookmarkOn(ww->socket_path(),
+                              "/apis/example.com/v1/foobazes", &bookmark));
+  EXPECT_EQ(bookmark.value("kind", ""), "FooBazThing") << bookmark;
+  EXPECT_EQ(bookmark.value("apiVersion", ""), "example.com/v1") << bookmark;
 }
 
 }  // namespace walwatch::itest

@@ -204,6 +204,13 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
+void Shell(const std::string& command, std::chrono::milliseconds timeout) {
+  CommandResult r = RunCommand({"/bin/sh", "-c", command}, timeout);
+  ASSERT_TRUE(r.exited && r.exit_code == 0)
+      << command << ": " << r.Describe() << "\n"
+      << r.output;
+}
+
 // ---------------------------------------------------------------------------
 // WalwatchProcess
 

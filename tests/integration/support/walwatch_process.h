@@ -80,6 +80,11 @@ struct CommandResult : ExitStatus {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          std::chrono::milliseconds timeout);
 
+// Runs `command` with /bin/sh -c (openssl, chmod, ...); fails the test with
+// the command and its output unless it exits 0 within `timeout`.
+void Shell(const std::string& command,
+           std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 struct WalwatchOptions {
   std::string conninfo;
   std::string slot;

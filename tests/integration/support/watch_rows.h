@@ -183,6 +183,38 @@ inline ::testing::AssertionResult OpenWatchOn(WatchClient& watch,
   return ::testing::AssertionSuccess();
 }
 
+// A watch of `path` on `socket_path` from a fresh RV, with bookmarks (for a
+// walwatch started with a short --bookmark-interval and no write during
+// the wait): its first event must be a BOOKMARK, whose object goes to
+// *bookmark.
+inline ::testing::AssertionResult FirstBookmarkOn(
+    const std::string& socket_path, const std::string& path,
+    nlohmann::json* bookmark) {
+  WatchClient watch;
+  auto r = watch.Open(socket_path,
+                      path +
+                          "?watch=1&allowWatchBookmarks=true&"
+                          "resourceVersion=" +
+                          std::to_string(FetchFreshRv(socket_path)),
+                      In(kEventWait));
+  if (!r) return r;
+  if (watch.status() != 200) {
+    return ::testing::AssertionFailure()
+           << "GET " << watch.target() << ": HTTP " << watch.status() << " "
+           << watch.body();
+  }
+  WatchEvent e;
+  auto next = watch.NextEvent(&e, In(kEventWait));
+  if (!next) return next << " (waiting for a bookmark of " << path << ")";
+  if (e.type != "BOOKMARK") {
+    return ::testing::AssertionFailure()
+           << "GET " << watch.target() << ": the first event is not a "
+           << "BOOKMARK: " << e.raw;
+  }
+  *bookmark = e.object;
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace walwatch::itest
 
 #endif  // WALWATCH_TESTS_INTEGRATION_SUPPORT_WATCH_ROWS_H_
