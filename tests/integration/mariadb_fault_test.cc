@@ -1,15 +1,17 @@
 // The fault suite on MariaDB (issue 21): the server restarted and crashed,
 // walwatch terminated and killed, its connection cut and silently stalled,
-// the binlog rotated under load and purged past walwatch's position, DDL on
-// the table, and a 100k-row transaction. A writer writes throughout and
+// a failover to a server of another history, the binlog rotated under load
+// and purged past walwatch's position, DDL on the table, and a 100k-row
+// transaction. A writer writes throughout and
 // five watchers read; each test ends with every watcher's events exactly
 // the committed writes, once and in order, and its state equal to SQL -- or
 // an exact prefix and an explicit 410 where the fault demands a relist, and
 // exact watches after it. The script: support/mariadb_fault.h on
 // support/fault_fixture.h.
 //
-// Tests that stop, crash or purge the server run a private one; the others
-// share ctest's `mariadb` server, each in a database of its own.
+// Tests that stop, crash or purge the server run a private one (the
+// failover two); the others share ctest's `mariadb` server, each in a
+// database of its own.
 #include "tests/integration/support/mariadb_fault.h"
 
 #include <gtest/gtest.h>
@@ -19,10 +21,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "cdc/mysql/binlog_position.h"
+#include "tests/integration/support/watch_client.h"
 
 namespace walwatch::itest {
 namespace {
@@ -32,6 +38,45 @@ using std::chrono::seconds;
 
 constexpr char kReconnecting[] = "reconnecting to MySQL/MariaDB";
 constexpr char kRelist[] = "the table was truncated; every watcher must relist";
+// The start of the message walwatch logs when it finds another history
+// (what follows names why).
+constexpr char kOtherHistory[] =
+    "the server's binlog is not the history walwatch read (";
+constexpr char kInsideTheFence[] =
+    "the server's binlog positions lie inside the fence: watches that resume "
+    "from its new resourceVersions get 410 until it writes past the fence "
+    "(fix: FLUSH BINARY LOGS until its binlog file number passes the "
+    "fence's)";
+
+// The single value of `sql` on `server`, as root ("" for NULL or no row).
+std::string RootValue(const MariaDbServer& server, const std::string& sql) {
+  mysql::MysqlConnection conn;
+  std::optional<std::string> value;
+  std::string err = conn.Connect(server.Root());
+  if (err.empty()) err = conn.QueryValue(sql, &value);
+  EXPECT_EQ(err, "") << sql;
+  return value.value_or("");
+}
+
+// SHOW MASTER STATUS on `server`: where its binlog ends.
+::testing::AssertionResult BinlogEnd(const MariaDbServer& server,
+                                     mysql::BinlogPosition* end) {
+  mysql::MysqlConnection conn;
+  mysql::MysqlRows rows;
+  std::string err = conn.Connect(server.Root());
+  if (err.empty()) err = conn.Query("SHOW MASTER STATUS", &rows);
+  if (!err.empty()) return ::testing::AssertionFailure() << err;
+  if (rows.rows.empty() || rows.rows[0].size() < 2) {
+    return ::testing::AssertionFailure() << "SHOW MASTER STATUS: no row";
+  }
+  end->file = rows.rows[0][0].value_or("");
+  end->pos = std::stoull(rows.rows[0][1].value_or("0"));
+  return ::testing::AssertionSuccess();
+}
+
+uint64_t FileNumber(const mysql::BinlogPosition& p) {
+  return mysql::BinlogFileNumber(p.file).value_or(0);
+}
 
 // --- 1. The server restarted (a clean shutdown) and crashed (SIGKILL) -------
 
@@ -90,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Signal, MariaDbWalwatchRestartTest,
                                info.param == SIGTERM ? "Sigterm" : "Sigkill");
                          });
 
-// --- 3. A cut connection, and a silently stalled one ------------------------
+// --- 3. A cut connection, a silently stalled one, a failover ---------------
 
 class MariaDbConnectionFaultTest : public MariaDbFaultTest {
  protected:
@@ -131,6 +176,194 @@ TEST_F(MariaDbConnectionFaultTest, AStalledConnectionIsNoticedAndReopened) {
   ASSERT_TRUE(MoreWrites(kWritesPerPhase / 2));
   StopWriterAndCheckExact(watchers());
   EXPECT_GE(Metric("walwatch_reconnects_total").value_or(0), 1.0);
+}
+
+// A failover to another server (issue 21, "resourceVersion"): walwatch,
+// through the proxy to A, is switched to B, a server of another history
+// whose binlog has the same file numbers and offsets past A's. Every
+// watcher gets each of A's writes exactly once and then 410; an RV of A is
+// refused, before and after a restart of walwatch; B's writes reach new
+// watches, which are exact, and an RV B gave out resumes.
+TEST_F(MariaDbConnectionFaultTest,
+       AFailoverToAnotherServerEndsEveryWatchWith410AndRefusesOldRvs) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*private_server=*/true));  // A
+  ASSERT_NO_FATAL_FAILURE(StartOtherServer("server_id=2"));       // B
+  // The sandbox's server_id=1 comes first in my.cnf: the later line wins,
+  // so B's GTIDs are its own.
+  ASSERT_EQ(RootValue(server(), "SELECT @@server_id"), "1");
+  ASSERT_EQ(RootValue(other_server(), "SELECT @@server_id"), "2");
+  ASSERT_NO_FATAL_FAILURE(LaunchWalwatch(Proxied()));
+  ASSERT_NO_FATAL_FAILURE(StartTraffic());
+
+  // Writes on A, each received exactly once before the failover.
+  const auto& watchers_on_a = watchers();
+  writer_->Stop();
+  ASSERT_EQ(writer_->fatal(), "");
+  ASSERT_TRUE(writer_->WriteTail());
+  const auto log_on_a = writer_->Log();
+  std::map<const FaultWatcher*, size_t> want_on_a;
+  for (auto* w : watchers_on_a) {
+    for (const auto& e : log_on_a) want_on_a[w] += w->filter().Matches(e);
+    EXPECT_TRUE(w->WaitForEvents(want_on_a[w], In(kDeliveryWait)))
+        << w->filter().path;
+  }
+  // The watchers have seen A's last event (the writer's tail).
+  uint64_t old_rv = 0;
+  for (auto* w : watchers_on_a) {
+    auto r = w->Snapshot();
+    if (!r.events.empty()) old_rv = std::max(old_rv, r.events.back().rv());
+  }
+  ASSERT_GT(old_rv, 0u);
+
+  // B's binlog covers old_rv's numbers: the same file number, and an end
+  // past A's. An RV of A then names a position that B has too, in a history
+  // where it means something else: exactly what must not be reused (were
+  // B's binlog shorter, old_rv would be refused as merely unknown).
+  mysql::BinlogPosition a_end, b_end;
+  ASSERT_TRUE(BinlogEnd(server(), &a_end));
+  ASSERT_LE(old_rv, mysql::BinlogVersion(a_end).value_or(0));
+  ASSERT_TRUE(BinlogEnd(other_server(), &b_end));
+  for (int i = 0; i < 100 && FileNumber(b_end) < FileNumber(a_end); ++i) {
+    ASSERT_EQ(RootExec(other_server(), "FLUSH BINARY LOGS"), "");
+    ASSERT_TRUE(BinlogEnd(other_server(), &b_end));
+  }
+  ASSERT_EQ(FileNumber(b_end), FileNumber(a_end))
+      << b_end.ToString() << " against A's " << a_end.ToString();
+  const auto filled_by = In(seconds(60));
+  while (b_end.pos <= a_end.pos) {
+    ASSERT_LT(Clock::now(), filled_by) << "B's binlog stays at " << b_end.pos;
+    ASSERT_EQ(RootExec(other_server(),
+                       "INSERT INTO " + mysql::QuoteIdentifier(database()) +
+                           ".other_table (payload) VALUES "
+                           "(JSON_OBJECT('fill', REPEAT('x', 100000)))"),
+              "");
+    ASSERT_TRUE(BinlogEnd(other_server(), &b_end));
+  }
+  ASSERT_GT(mysql::BinlogVersion(b_end).value_or(0), old_rv);
+
+  // The failover: A dies, and the address walwatch connects to is B's.
+  ASSERT_TRUE(KillServer());
+  ASSERT_NO_FATAL_FAILURE(SwitchToOtherServer());
+  proxy_->SetUpstream(server().socket);
+  proxy_->CutAll();
+  // Each of A's writes exactly once, in order, none missing, and then the
+  // 410 that makes the watcher relist.
+  const auto expired_by = In(seconds(60));
+  for (auto* w : watchers_on_a) {
+    EXPECT_TRUE(w->WaitForExpired(expired_by)) << w->filter().path;
+    w->Stop();
+    EXPECT_TRUE(PrefixThenExpired(log_on_a, *w));
+    EXPECT_EQ(w->events(), want_on_a[w])
+        << w->filter().path << ": not every write on A arrived before the 410";
+  }
+  auto reset_lines = [&] {
+    std::vector<nlohmann::json> lines;
+    for (auto& line : ww_->LogLines()) {
+      if (line.value("msg", "").rfind(kOtherHistory, 0) == 0) {
+        lines.push_back(line);
+      }
+    }
+    return lines;
+  };
+  const auto logged_by = In(seconds(60));
+  while (reset_lines().empty() && Clock::now() < logged_by) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const auto resets = reset_lines();
+  ASSERT_EQ(resets.size(), 1u) << ww_->StderrText();
+  EXPECT_EQ(WaitForMetric("walwatch_history_resets_total", 1, seconds(30)), 1.0)
+      << "walwatch_history_resets_total";
+  // B's positions lie in A's file numbers, inside the fence: walwatch says
+  // so and names the fix, which the test applies, so that B's new RVs
+  // (markers, a resume) are past the fence.
+  EXPECT_EQ(LogLines(*ww_, kInsideTheFence).size(), 1u);
+  const std::string fence_to = resets[0].value("fence_to", "");
+  ASSERT_NE(fence_to.find(':'), std::string::npos) << resets[0].dump();
+  const uint64_t fence_file =
+      std::stoull(fence_to.substr(0, fence_to.find(':')));
+  for (int i = 0; i < 100 && FileNumber(b_end) <= fence_file; ++i) {
+    ASSERT_NO_FATAL_FAILURE(Sql("FLUSH BINARY LOGS"));
+    ASSERT_TRUE(BinlogEnd(server(), &b_end));
+  }
+  ASSERT_GT(FileNumber(b_end), fence_file);
+
+  // A watch of cluster b's pods (from `rv`, or from now with 0) receives
+  // the pod `name` inserted on B as ADDED, in *event.
+  auto expect_pod_on_b = [&](uint64_t rv, const std::string& name,
+                             WatchEvent* event) {
+    WatchClient watch;
+    ASSERT_TRUE(watch.Open(
+        ww_->socket_path(),
+        "/clusters/b/api/v1/pods?watch=1" +
+            (rv ? "&resourceVersion=" + std::to_string(rv) : std::string()),
+        In(seconds(20))));
+    ASSERT_EQ(watch.status(), 200) << watch.body();
+    // The name holds no quote or backslash: the JSON goes in as it is.
+    const nlohmann::json object = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", name},
+          {"namespace", "b"},
+          {"uid", "uid-" + name},
+          {"resourceVersion", "1"},
+          {"annotations", {{"shadow.clusterpedia.io/cluster-name", "b"}}}}}};
+    ASSERT_NO_FATAL_FAILURE(
+        Sql("INSERT INTO resources (`group`, version, resource, kind, cluster, "
+            "namespace, name, uid, resource_version, object, created_at, "
+            "synced_at) VALUES ('', 'v1', 'pods', 'Pod', 'b', 'b', '" +
+            name + "', 'uid-" + name + "', '1', '" + object.dump() +
+            "', NOW(3), NOW(3))"));
+    ASSERT_TRUE(watch.NextEvent(event, In(seconds(20))));
+    EXPECT_EQ(event->type, "ADDED") << event->raw;
+    EXPECT_EQ(event->name(), name) << event->raw;
+  };
+  // An RV of A's history is refused: walwatch answers 410 (HTTP), or opens
+  // the watch and sends a 410 ERROR event first.
+  auto expect_a_resume_refused = [&](const std::string& when) {
+    WatchClient resume;
+    ASSERT_TRUE(resume.Open(
+        ww_->socket_path(),
+        "/api/v1/pods?watch=1&resourceVersion=" + std::to_string(old_rv),
+        In(seconds(20))));
+    if (resume.status() == 410) {
+      const auto status = nlohmann::json::parse(resume.body(), nullptr, false);
+      EXPECT_TRUE(status.is_object() && status.value("code", 0) == 410)
+          << when << resume.body();
+      std::cerr << "[fault] " << when << ": A's RV " << old_rv
+                << " was answered HTTP 410\n";
+      return;
+    }
+    ASSERT_EQ(resume.status(), 200) << when << resume.body();
+    WatchEvent first;
+    ASSERT_TRUE(resume.NextEvent(&first, In(seconds(20)))) << when;
+    EXPECT_EQ(first.type, "ERROR") << when << ": A's RV " << old_rv
+                                   << " was resumed; first event " << first.raw;
+    EXPECT_EQ(first.object.value("code", 0), 410) << when << first.raw;
+    std::cerr << "[fault] " << when << ": A's RV " << old_rv
+              << " was answered with a " << first.type
+              << " event: " << first.raw.substr(0, 300) << "\n";
+  };
+
+  // B's transactions reach a new watch, and A's RV is refused.
+  WatchEvent added;
+  ASSERT_NO_FATAL_FAILURE(expect_pod_on_b(0, "pod-on-b", &added));
+  EXPECT_GT(added.rv(), old_rv);
+  ASSERT_NO_FATAL_FAILURE(expect_a_resume_refused("after the failover"));
+  // The relist on B: watches from a position on B are exact.
+  StartWriter();
+  ASSERT_NO_FATAL_FAILURE(RelistAndCheckExact());
+
+  EXPECT_EQ(reset_lines().size(), 1u) << "one failover, one history reset";
+
+  // Restarted on B: it rebuilds its window from B's binlog, which reaches
+  // back past old_rv's numbers. A's RV must still be refused; B's resumes.
+  ASSERT_NO_FATAL_FAILURE(SigtermExpectingCleanExit(*ww_, seconds(30)));
+  ASSERT_NE(Relaunch(), nullptr);
+  EXPECT_NO_FATAL_FAILURE(
+      expect_a_resume_refused("after a restart of walwatch"));
+  WatchEvent next;
+  ASSERT_NO_FATAL_FAILURE(expect_pod_on_b(added.rv(), "pod-on-b-2", &next));
 }
 
 // --- 4. Binlog rotation under load ------------------------------------------

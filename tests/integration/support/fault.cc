@@ -36,7 +36,7 @@ struct TcpProxy::Impl {
     int upstream = -1;  // Unix, to PostgreSQL
     std::string to_upstream, to_client;
   };
-  std::string upstream_path;
+  std::string upstream_path;  // under mu
   int listen_fd = -1;
   int wake[2] = {-1, -1};
   std::thread thread;
@@ -63,12 +63,16 @@ struct TcpProxy::Impl {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
   int ConnectUpstream() {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      path = upstream_path;
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s",
-                  upstream_path.c_str());
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       close(fd);
       return -1;
@@ -253,6 +257,11 @@ size_t TcpProxy::CutAll() {
   impl_->cv.wait_for(lock, std::chrono::seconds(10),
                      [&] { return impl_->cut_done; });
   return impl_->cut_count;
+}
+
+void TcpProxy::SetUpstream(std::string unix_socket) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->upstream_path = std::move(unix_socket);
 }
 
 void TcpProxy::SetRefusing(bool refusing) { impl_->refusing = refusing; }

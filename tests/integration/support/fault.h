@@ -56,6 +56,9 @@ class TcpProxy {
   // Resets (RST, SO_LINGER 0) both sides of every proxied connection; returns
   // how many connections were cut.
   size_t CutAll();
+  // New connections go to `unix_socket` from now on (a failover to another
+  // server); proxied connections stay with the old one until CutAll.
+  void SetUpstream(std::string unix_socket);
   // While refusing, new connections are accepted and reset at once.
   void SetRefusing(bool refusing);
   // While stalled, nothing is forwarded and no connection is accepted (the

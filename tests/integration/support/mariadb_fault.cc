@@ -166,6 +166,7 @@ void MariaDbFaultTest::TearDown() {
     RootExec(*server_,
              "DROP DATABASE IF EXISTS " + mysql::QuoteIdentifier(db_));
   }
+  other_.reset();
   private_.reset();
 }
 
@@ -179,7 +180,22 @@ void MariaDbFaultTest::StartServer(bool private_server,
     server_ = &TestMariaDb();
     db_ = NameOfTest("f_", 64);
   }
-  ASSERT_EQ(CreateClusterpediaDatabase(*server_, db_), "");
+  ASSERT_NO_FATAL_FAILURE(PrepareDatabase(*server_));
+}
+
+void MariaDbFaultTest::StartOtherServer(const std::string& extra) {
+  ASSERT_NE(server_, nullptr) << "StartServer first";
+  other_ = std::make_unique<PrivateMariaDb>(extra);
+  ASSERT_NO_FATAL_FAILURE(PrepareDatabase(other_->server()));
+}
+
+void MariaDbFaultTest::SwitchToOtherServer() {
+  ASSERT_NE(other_, nullptr) << "StartOtherServer first";
+  server_ = &other_->server();
+}
+
+void MariaDbFaultTest::PrepareDatabase(const MariaDbServer& server) {
+  ASSERT_EQ(CreateClusterpediaDatabase(server, db_), "");
   const std::string seed =
       "{\"apiVersion\":\"%A\",\"kind\":\"%K\",\"metadata\":{\"name\":\"%N\","
       "\"namespace\":\"seed\",\"uid\":\"uid-%N\",\"resourceVersion\":\"1\","
@@ -197,7 +213,8 @@ void MariaDbFaultTest::StartServer(bool private_server,
     }
     return s;
   };
-  ASSERT_NO_FATAL_FAILURE(Sql(
+  ASSERT_NO_FATAL_FAILURE(SqlOn(
+      server,
       "CREATE TABLE fault_marker (id bigint AUTO_INCREMENT PRIMARY KEY);\n"
       "CREATE TABLE other_table (id bigint AUTO_INCREMENT PRIMARY KEY, "
       "payload JSON);\n"
@@ -205,10 +222,11 @@ void MariaDbFaultTest::StartServer(bool private_server,
       "namespace, name, uid, resource_version, object, created_at, "
       "synced_at) VALUES ('', 'v1', 'pods', 'Pod', 'seed', 'seed', "
       "'seed-pod', 'uid-seed-pod', '1', '" +
-      object("v1", "Pod", "seed-pod") +
-      "', NOW(3), NOW(3)), ('apps', 'v1', 'deployments', 'Deployment', "
-      "'seed', 'seed', 'seed-deploy', 'uid-seed-deploy', '1', '" +
-      object("apps/v1", "Deployment", "seed-deploy") + "', NOW(3), NOW(3))"));
+          object("v1", "Pod", "seed-pod") +
+          "', NOW(3), NOW(3)), ('apps', 'v1', 'deployments', 'Deployment', "
+          "'seed', 'seed', 'seed-deploy', 'uid-seed-deploy', '1', '" +
+          object("apps/v1", "Deployment", "seed-deploy") +
+          "', NOW(3), NOW(3))"));
 }
 
 void MariaDbFaultTest::BeginOnMariaDb(const Scenario& s, bool private_server) {
@@ -294,10 +312,12 @@ FaultStoreFactory MariaDbFaultTest::WriterStore() {
   };
 }
 
-void MariaDbFaultTest::Sql(const std::string& sql) {
+void MariaDbFaultTest::Sql(const std::string& sql) { SqlOn(*server_, sql); }
+
+void MariaDbFaultTest::SqlOn(const MariaDbServer& server,
+                             const std::string& sql) {
   ASSERT_EQ(
-      RootExec(*server_, "USE " + mysql::QuoteIdentifier(db_) + ";\n" + sql),
-      "");
+      RootExec(server, "USE " + mysql::QuoteIdentifier(db_) + ";\n" + sql), "");
 }
 
 std::string MariaDbFaultTest::SqlValue(const std::string& sql) {

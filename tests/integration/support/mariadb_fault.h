@@ -10,7 +10,8 @@
 // Which server: the one the tests share (support/mariadb.h: ctest's
 // `mariadb` fixture), where the test has a database of its own; or, for a
 // test that stops, crashes or purges it, a private one (PrivateMariaDb)
-// that the test may shut down, kill and start again on the same data.
+// that the test may shut down, kill and start again on the same data; and
+// for a failover, a second private one that the test switches to.
 //
 // FaultTest's PostgreSQL-only helpers (StartCluster, Begin, the slot and
 // walsender helpers, ExpectANewRowArrives) are not for these tests.
@@ -68,6 +69,14 @@ class MariaDbFaultTest : public FaultTest {
   void StartServer(bool private_server, const std::string& extra = "");
   // StartServer(private_server), LaunchWalwatch(s), StartTraffic().
   void BeginOnMariaDb(const Scenario& s, bool private_server = false);
+  // For a failover: a second private server (`extra`: its option lines,
+  // e.g. another server_id) with this test's database prepared as
+  // StartServer prepares it. After StartServer.
+  void StartOtherServer(const std::string& extra);
+  const MariaDbServer& other_server() const { return other_->server(); }
+  // From now on server() is the other server: the writers StartWriter
+  // makes, Marker, SqlState, Sql and the server helpers below act on it.
+  void SwitchToOtherServer();
 
   // FaultTest's hooks. walwatch: --source mysql as the password account
   // over TCP (or through the proxy), metrics served, a server id of the
@@ -99,7 +108,14 @@ class MariaDbFaultTest : public FaultTest {
   ::testing::AssertionResult PurgeAllButTheCurrentBinlog(std::string* kept);
 
  private:
+  // Clusterpedia's table with a seed pod and deployment, fault_marker and
+  // other_table, in database db_ on `server`.
+  void PrepareDatabase(const MariaDbServer& server);
+  // Sql on `server`.
+  void SqlOn(const MariaDbServer& server, const std::string& sql);
+
   std::unique_ptr<PrivateMariaDb> private_;
+  std::unique_ptr<PrivateMariaDb> other_;
   const MariaDbServer* server_ = nullptr;
   std::string db_;
 };
