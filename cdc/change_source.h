@@ -12,7 +12,11 @@
 // along commit order: a transaction's commit_lsn (its events' RV base), a
 // position the stream has passed, what the loop confirms. On PostgreSQL they
 // are LSNs; a binlog source maps (file, offset) or a GTID to one. c - 1 must
-// lie strictly between a commit c and the commit before it.
+// lie strictly between a commit c and the commit before it. A source whose
+// positions mean nothing on another server (a binlog's file and offset are
+// the server's own) gives each server's history a range of numbers of its
+// own, up to a ceiling (StreamStart, HistoryReset): an RV above it, of
+// another history, is refused at once, not waited for.
 //
 // Confirming. The loop confirms `flush` (Confirm): the database, or the
 // source's own bookkeeping, may drop what comes before it, and a source that
@@ -48,11 +52,21 @@
 #include "cdc/base/clock.h"
 #include "cdc/base/logging.h"
 #include "cdc/base/stop_signal.h"
+#include "cdc/model/event_sink.h"
 #include "cdc/transaction.h"
 
 namespace walwatch {
 
 struct ReplicationStats;
+
+// Where a stream opens (ChangeSource::Prepare).
+struct StreamStart {
+  // The stream continues after this position: the EventSink's floor.
+  uint64_t floor_rv = 0;
+  // The highest RV of this history: what the stream gives out lies in
+  // (floor_rv, ceiling_rv] until a HistoryReset.
+  uint64_t ceiling_rv = kNoRvCeiling;
+};
 
 // What a ChangeSource reports to the loop that drives it.
 class ChangeReceiver {
@@ -75,12 +89,15 @@ class ChangeReceiver {
   // watcher relists.
   virtual void Gap(uint64_t position) = 0;
 
-  // The database's history went back below what was served (PostgreSQL: a
-  // slot recreated after a failover to a server that was behind): the
-  // stream continues after `new_floor`, and the RVs in (new_floor, fence_hi]
-  // may name positions of either history. Every watcher relists, and the
-  // positions that only ever grow start again.
-  virtual void HistoryReset(uint64_t new_floor, uint64_t fence_hi) = 0;
+  // The database's history changed under what was served (PostgreSQL: a
+  // slot recreated after a failover to a server that was behind; a binlog
+  // source: another server): the stream continues after `new_floor`, the
+  // new history's RVs lie at or below `ceiling_rv` (kNoRvCeiling, or the
+  // new server's range), and the RVs in (new_floor, fence_hi] may name
+  // positions of either history. Every watcher relists, and the positions
+  // that only ever grow start again.
+  virtual void HistoryReset(uint64_t new_floor, uint64_t fence_hi,
+                            uint64_t ceiling_rv) = 0;
 
   // The commit position of the last transaction taken, or passed: one that
   // commits at or below it is a re-send. A source may drop such a
@@ -110,10 +127,11 @@ class ChangeSource {
 
   // Checks the database, makes ready what the stream needs (PostgreSQL: the
   // slot), loads the resource catalog, and opens the stream. Returns "" and
-  // sets *floor_rv, the position the stream continues after, or one line
-  // that names the fix. May block for minutes (a server that is down, a
-  // slot held by a previous walwatch's walsender), until Stop().
-  virtual std::string Prepare(ReplicationStats* stats, uint64_t* floor_rv) = 0;
+  // sets *start (the position the stream continues after, and its
+  // history's ceiling), or one line that names the fix. May block for
+  // minutes (a server that is down, a slot held by a previous walwatch's
+  // walsender), until Stop().
+  virtual std::string Prepare(ReplicationStats* stats, StreamStart* start) = 0;
 
   // Whether the stream is open.
   virtual bool connected() const = 0;

@@ -40,7 +40,8 @@ class ReplicationStream::Loop final : public ChangeReceiver {
   void Commit(Transaction* txn) override;
   void Passed(uint64_t position) override;
   void Gap(uint64_t position) override;
-  void HistoryReset(uint64_t new_floor, uint64_t fence_hi) override;
+  void HistoryReset(uint64_t new_floor, uint64_t fence_hi,
+                    uint64_t ceiling_rv) override;
   uint64_t last_commit() const override { return last_commit_; }
   uint64_t served_rv() const override { return log_->current_rv(); }
   ReplicationStats* stats() override { return stats_; }
@@ -72,7 +73,7 @@ class ReplicationStream::Loop final : public ChangeReceiver {
 };
 
 std::string ReplicationStream::Loop::Prepare(StartPosition* start) {
-  std::string err = source_->Prepare(stats_, &start->floor_rv);
+  std::string err = source_->Prepare(stats_, start);
   if (err.empty()) Opened();
   return err;
 }
@@ -102,8 +103,9 @@ void ReplicationStream::Loop::Gap(uint64_t position) {
 }
 
 void ReplicationStream::Loop::HistoryReset(uint64_t new_floor,
-                                           uint64_t fence_hi) {
-  log_->ResetHistory(new_floor, fence_hi);
+                                           uint64_t fence_hi,
+                                           uint64_t ceiling_rv) {
+  log_->ResetHistory(new_floor, fence_hi, ceiling_rv);
   ++stats_->barriers;
   ++stats_->history_resets;
   // Positions of the old history, which only ever grow: the new history's

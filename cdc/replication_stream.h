@@ -31,12 +31,11 @@
 #include <memory>
 #include <string>
 
+#include "cdc/change_source.h"
 #include "cdc/replication_stats.h"
 
 namespace walwatch {
 
-class ChangeSource;
-class EventSink;
 class ResourceCatalog;
 
 struct ReplicationOptions {
@@ -101,10 +100,8 @@ class ReplicationStream {
   ReplicationStream(const ReplicationStream&) = delete;
   ReplicationStream& operator=(const ReplicationStream&) = delete;
 
-  struct StartPosition {
-    // The stream continues after this position: the EventSink's floor.
-    uint64_t floor_rv = 0;
-  };
+  // The EventSink's floor and ceiling (ChangeSource::Prepare).
+  using StartPosition = StreamStart;
   // The source's startup (ChangeSource::Prepare): checks the database,
   // loads the resource catalog, and opens the stream. Returns "" on
   // success, otherwise one line that names the fix.

@@ -6,11 +6,12 @@
 
 namespace walwatch {
 
-EventLog::EventLog(size_t max_bytes, uint64_t floor_rv)
+EventLog::EventLog(size_t max_bytes, uint64_t floor_rv, uint64_t ceiling_rv)
     : max_bytes_(max_bytes),
       floor_rv_(floor_rv),
       current_rv_(floor_rv),
-      barrier_floor_rv_(floor_rv) {}
+      barrier_floor_rv_(floor_rv),
+      ceiling_rv_(ceiling_rv) {}
 
 EventLog::~EventLog() {
   MutexLock lock(&mu_);
@@ -172,15 +173,24 @@ void EventLog::AppendLoss(uint64_t commit_lsn, uint64_t xid,
   for (auto& w : wake) w();
 }
 
-void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi) {
+void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                            uint64_t ceiling_rv) {
   std::vector<std::function<void()>> wake;
   {
     MutexLock lock(&mu_);
     DropAllLocked();
     max_evicted_xid_ = 0;
-    fence_hi = std::max(fence_hi, current_rv_);
+    if (current_rv_ <= ceiling_rv) fence_hi = std::max(fence_hi, current_rv_);
+    if (fence_hi_ != 0) {
+      // What lies outside the new range is refused by its floor and
+      // ceiling; kept, it would widen the fence over the new history.
+      fence_lo_ = std::max(fence_lo_, new_floor);
+      fence_hi_ = std::min(fence_hi_, ceiling_rv);
+      if (fence_lo_ >= fence_hi_) fence_lo_ = fence_hi_ = 0;
+    }
     fence_lo_ = fence_hi_ == 0 ? new_floor : std::min(fence_lo_, new_floor);
     fence_hi_ = std::max(fence_hi_, fence_hi);
+    ceiling_rv_ = ceiling_rv;
     floor_rv_ = new_floor;
     barrier_floor_rv_ = new_floor;
     current_rv_ = new_floor;
@@ -544,7 +554,7 @@ uint64_t EventLog::NextOfKeyLocked(const KeyIndex* index, uint64_t seq,
 EventLog::SeekResult EventLog::Seek(uint64_t rv,
                                     const Selection& selection) const {
   MutexLock lock(&mu_);
-  if (rv < FloorRvLocked(selection) || FencedLocked(rv)) {
+  if (RefusedLocked(rv, FloorRvLocked(selection))) {
     return {SeekStatus::kExpired, 0, 0};
   }
   // Below floor_rv_, what is gone between rv and the log's start is other
@@ -558,7 +568,7 @@ EventLog::SeekResult EventLog::Seek(uint64_t rv,
 
 EventLog::SeekResult EventLog::Seek(uint64_t rv) const {
   MutexLock lock(&mu_);
-  if (rv < floor_rv_ || FencedLocked(rv)) return {SeekStatus::kExpired, 0, 0};
+  if (RefusedLocked(rv, floor_rv_)) return {SeekStatus::kExpired, 0, 0};
   // Events are ordered by commit_lsn; the first with commit_lsn > rv starts
   // the first transaction the watcher has not seen completely.
   auto it = std::partition_point(
@@ -650,6 +660,11 @@ uint64_t EventLog::tail_seq() const {
 uint64_t EventLog::current_rv() const {
   MutexLock lock(&mu_);
   return current_rv_;
+}
+
+uint64_t EventLog::ceiling_rv() const {
+  MutexLock lock(&mu_);
+  return ceiling_rv_;
 }
 
 uint64_t EventLog::floor_rv() const {

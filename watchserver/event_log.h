@@ -52,8 +52,10 @@ namespace walwatch {
 
 class EventLog final : public EventSink {
  public:
-  // floor_rv: the position the stream starts after (see class comment).
-  EventLog(size_t max_bytes, uint64_t floor_rv);
+  // floor_rv: the position the stream starts after (see class comment);
+  // ceiling_rv: the highest RV of its history (EventSink::ceiling_rv).
+  EventLog(size_t max_bytes, uint64_t floor_rv,
+           uint64_t ceiling_rv = kNoRvCeiling);
 
   ~EventLog() override;
   EventLog(const EventLog&) = delete;
@@ -72,9 +74,11 @@ class EventLog final : public EventSink {
   void AppendBarrier(uint64_t commit_lsn, uint64_t xid) override;
   void AppendLoss(uint64_t commit_lsn, uint64_t xid, int64_t commit_time_us,
                   const std::vector<Selection>& touched) override;
-  void ResetHistory(uint64_t new_floor, uint64_t fence_hi) override;
+  void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                    uint64_t ceiling_rv) override;
   void AdvanceCurrentRv(uint64_t rv) override;
   uint64_t current_rv() const override;
+  uint64_t ceiling_rv() const override;
   uint64_t OldestCommitSince(int64_t since_unix_us) const override;
   SeekResult Seek(uint64_t rv) const override;
   HeldCommits CommitsFrom(uint64_t from_xid, uint64_t before) const override;
@@ -298,11 +302,18 @@ class EventLog final : public EventSink {
   // Highest xid not retained (evicted, or dropped by a barrier).
   uint64_t max_evicted_xid_ GUARDED_BY(mu_) = 0;
   // RVs in (fence_lo_, fence_hi_] are ambiguous (ResetHistory); none if
-  // fence_hi_ is 0. Several resets widen one fence.
+  // fence_hi_ is 0. Several resets of one range widen one fence.
   uint64_t fence_lo_ GUARDED_BY(mu_) = 0;
   uint64_t fence_hi_ GUARDED_BY(mu_) = 0;
+  // The highest RV of the stream's history.
+  uint64_t ceiling_rv_ GUARDED_BY(mu_);
   bool FencedLocked(uint64_t rv) const REQUIRES(mu_) {
     return rv > fence_lo_ && rv <= fence_hi_;
+  }
+  // Whether no watch may start at `rv`: below `floor`, fenced, or another
+  // history's.
+  bool RefusedLocked(uint64_t rv, uint64_t floor) const REQUIRES(mu_) {
+    return rv < floor || FencedLocked(rv) || rv > ceiling_rv_;
   }
 };
 

@@ -558,6 +558,11 @@ void HttpSession::StartWatch() {
 
   EventLog& log = context_->log;
   const std::optional<uint64_t>& rv = watch.resource_version;
+  if (rv && *rv > log.ceiling_rv()) {
+    // Another history's (a failover on a binlog source): no wait reaches
+    // it, and the watch from it is Expired.
+    return HandOver()->StartAfter(*rv);
+  }
   if (watch.send_initial_events == true) {
     // WatchList: the state at least as new as rv, an end bookmark, then
     // live events.

@@ -261,7 +261,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (!prepared.empty()) return Fatal(prepared);
-  EventLog log(config.max_log_bytes, start.floor_rv);
+  EventLog log(config.max_log_bytes, start.floor_rv, start.ceiling_rv);
   std::unique_ptr<StateWorkerPool> state_service =
       database.Start(&log, [&replication] { replication.RequestPosition(); });
   StateWorkerPool& state = *state_service;

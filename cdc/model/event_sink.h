@@ -34,6 +34,10 @@
 
 namespace walwatch {
 
+// No RV is above this (EventSink::ceiling_rv): the source's positions mean
+// the same on every server of the database.
+inline constexpr uint64_t kNoRvCeiling = UINT64_MAX;
+
 class EventSink {
  public:
   virtual ~EventSink() = default;
@@ -100,17 +104,22 @@ class EventSink {
                           int64_t commit_time_us,
                           const std::vector<Selection>& touched) = 0;
 
-  // Replication thread only. The database's history went back: the stream
-  // starts again at `new_floor`, below current_rv (on PostgreSQL a slot
+  // Replication thread only. The database's history changed: the stream
+  // starts again at `new_floor` (on PostgreSQL below current_rv: a slot
   // recreated after a failover to a server that was behind, or another
-  // server at the same address). Drops everything as a barrier does, moves
-  // floor_rv and current_rv back to new_floor, and fences (new_floor,
+  // server at the same address; on a binlog, another server, whose RVs may
+  // lie anywhere). Drops everything as a barrier does, moves floor_rv and
+  // current_rv to new_floor, sets ceiling_rv, and fences (new_floor,
   // fence_hi]: an RV there may name a position of either history, so from
   // now on a watch from it is Expired (and a handoff refuses a list
-  // position there: HeldCommits::Fenced). fence_hi must be at least the old
-  // current_rv. The old history's xids say nothing of the new one's: what
-  // was evicted is forgotten (max_evicted_xid starts again from 0).
-  virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi) = 0;
+  // position there: HeldCommits::Fenced). The fence reaches at least the
+  // old current_rv if that is at or below the new ceiling (above it, the
+  // ceiling refuses it); fences of earlier resets outside (new_floor,
+  // ceiling_rv] are dropped, as the floor and the ceiling refuse them. The
+  // old history's xids say nothing of the new one's: what was evicted is
+  // forgotten (max_evicted_xid starts again from 0).
+  virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
+                            uint64_t ceiling_rv) = 0;
 
   // Replication thread only. The stream has passed `rv`: a transaction with
   // no events for the sink (for example one on another table) committed at
@@ -120,6 +129,11 @@ class EventSink {
   // The commit LSN of the last transaction seen, or a later position the
   // stream has passed (AdvanceCurrentRv).
   virtual uint64_t current_rv() const = 0;
+
+  // The highest RV of the stream's history (ChangeSource's StreamStart):
+  // one above it names a position of another history, which no wait
+  // reaches; Seek answers it Expired. kNoRvCeiling for PostgreSQL.
+  virtual uint64_t ceiling_rv() const = 0;
 
   // The commit LSN of the oldest retained transaction that committed at or
   // after `since_unix_us`, or 0 if there is none. The replication stream
@@ -136,7 +150,7 @@ class EventSink {
   };
   // Where a reader that has seen everything up to `rv` continues: the first
   // event of the first transaction with commit_lsn > rv (rv below the
-  // sink's floor is Expired).
+  // sink's floor, in a fence, or above its ceiling is Expired).
   virtual SeekResult Seek(uint64_t rv) const = 0;
 
   // What the sink holds of commit order, for a source that places a list's

@@ -34,15 +34,24 @@ void BinlogMonitor::Stop() {
 uint64_t BinlogMonitor::LagBytes(uint64_t decoded) const {
   if (decoded == 0) return 0;
   MutexLock lock(&mu_);
-  if (end_.file.empty()) return 0;
+  // Another server's position (the stream has not followed a failover
+  // yet) is no offset in this server's files.
+  if (end_.file.empty() || HistoryOfVersion(decoded) != history_) return 0;
   // The decoded position's file name: the server's base name and its number.
+  const uint64_t at = PositionOfVersion(decoded);
   const size_t dot = end_.file.rfind('.');
-  std::string number = std::to_string(decoded / kBinlogVersionFileFactor);
+  std::string number = std::to_string(at / kBinlogVersionFileFactor);
   const size_t digits = end_.file.size() - dot - 1;
   if (number.size() < digits) number.insert(0, digits - number.size(), '0');
   const BinlogPosition from{end_.file.substr(0, dot + 1) + number,
-                            decoded % kBinlogVersionFileFactor};
+                            at % kBinlogVersionFileFactor};
   return BinlogBytesBetween(files_, from, end_);
+}
+
+uint64_t BinlogMonitor::highest_server_position(uint64_t history) const {
+  MutexLock lock(&mu_);
+  auto it = highest_.find(history);
+  return it == highest_.end() ? 0 : it->second;
 }
 
 std::vector<ServerMonitor::Gauge> BinlogMonitor::Gauges() const {
@@ -66,6 +75,7 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
   BinlogPosition end;
   std::vector<BinlogFile> files;
   uint64_t retention = 0;
+  uint64_t server_id = 0;
   {
     StopInterrupter::Scope interruptible(interrupter_.get(),
                                          [conn] { conn->Interrupt(); });
@@ -77,8 +87,13 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
         return false;
       }
     }
-    BinlogStatus s = ReadBinlogEnd(conn, &end);
-    std::string err = s.ok() ? ListBinlogFiles(conn, &files) : s.message;
+    // The server first: a failover between the two reads would give the
+    // new server's end a history one poll late, never the old one's.
+    std::string err = ReadServerId(conn, &server_id);
+    if (err.empty()) {
+      BinlogStatus s = ReadBinlogEnd(conn, &end);
+      err = s.ok() ? ListBinlogFiles(conn, &files) : s.message;
+    }
     if (err.empty()) {
       std::string setting;
       err = ReadBinlogRetention(conn, &retention, &setting);
@@ -94,18 +109,16 @@ bool BinlogMonitor::PollOnce(MysqlConnection* conn) {
   }
   warned_ = false;
   retention_seconds_ = static_cast<int64_t>(retention);
-  const std::optional<uint64_t> version = BinlogVersion(end);
-  {
-    MutexLock lock(&mu_);
-    end_ = end;
-    files_ = std::move(files);
-  }
+  const uint64_t history = BinlogHistory(server_id);
+  const std::optional<uint64_t> version = BinlogVersion(history, end);
+  MutexLock lock(&mu_);
+  end_ = end;
+  files_ = std::move(files);
+  history_ = history;
   if (version) {
     server_position_ = *version;
-    uint64_t highest = highest_server_position_.load();
-    while (*version > highest &&
-           !highest_server_position_.compare_exchange_weak(highest, *version)) {
-    }
+    uint64_t& highest = highest_[history];
+    highest = std::max(highest, *version);
   }
   return true;
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -45,12 +46,12 @@ class BinlogMonitor final : public ServerMonitor {
   void Start();
   void Stop();
 
-  // The server's binlog end as a BinlogVersion; 0 until the first poll.
+  // The server's binlog end as a BinlogVersion (in the history of the
+  // server polled); 0 until the first poll.
   uint64_t server_position() const { return server_position_.load(); }
-  // The highest server_position ever polled.
-  uint64_t highest_server_position() const {
-    return highest_server_position_.load();
-  }
+  // The highest server_position ever polled in `history` (BinlogHistory),
+  // or 0.
+  uint64_t highest_server_position(uint64_t history) const;
 
   // The server's binlog retention in seconds as last polled (0: never
   // purged automatically); -1 until the first poll.
@@ -70,13 +71,15 @@ class BinlogMonitor final : public ServerMonitor {
 
   const BinlogMonitorOptions options_;
   std::atomic<uint64_t> server_position_{0};
-  std::atomic<uint64_t> highest_server_position_{0};
   std::atomic<int64_t> retention_seconds_{-1};
   mutable Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   BinlogPosition end_ GUARDED_BY(mu_);
   std::vector<BinlogFile> files_ GUARDED_BY(mu_);
+  // The polled server's history, and the highest end polled in each.
+  uint64_t history_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, uint64_t> highest_ GUARDED_BY(mu_);
   bool warned_ = false;
   const std::unique_ptr<StopSignal> stop_signal_;
   const std::unique_ptr<StopInterrupter> interrupter_;

@@ -20,16 +20,38 @@ std::optional<uint64_t> BinlogFileNumber(std::string_view file) {
   return n;
 }
 
-std::optional<uint64_t> BinlogVersion(const BinlogPosition& position) {
-  std::optional<uint64_t> n = BinlogFileNumber(position.file);
-  if (!n || position.pos >= kBinlogVersionFileFactor) return std::nullopt;
-  return *n * kBinlogVersionFileFactor + position.pos;
+std::optional<uint64_t> BinlogVersion(uint64_t history,
+                                      const BinlogPosition& position,
+                                      std::string* why) {
+  std::string reason;
+  const std::optional<uint64_t> n = BinlogFileNumber(position.file);
+  if (!n) {
+    reason = "binlog file " + position.file + " has no number";
+  } else if (*n > kMaxBinlogVersionFile) {
+    reason = "binlog file " + position.file +
+             " is numbered past what walwatch's resourceVersions hold (" +
+             std::to_string(kMaxBinlogVersionFile) +
+             "); the server's binlog numbering must start again (RESET "
+             "MASTER, after every watcher's client can relist)";
+  } else if (position.pos >= kBinlogVersionFileFactor) {
+    reason = "binlog position " + position.ToString() + " is past 10^10";
+  } else if (history >= kBinlogHistories) {
+    reason = "binlog history " + std::to_string(history) + " is not below " +
+             std::to_string(kBinlogHistories);
+  } else {
+    return BinlogHistoryFloor(history) + *n * kBinlogVersionFileFactor +
+           position.pos;
+  }
+  if (why != nullptr) *why = reason;
+  return std::nullopt;
 }
 
 std::string FormatBinlogVersion(uint64_t version) {
-  std::string file = std::to_string(version / kBinlogVersionFileFactor);
+  const uint64_t at = PositionOfVersion(version);
+  std::string file = std::to_string(at / kBinlogVersionFileFactor);
   if (file.size() < 6) file.insert(0, 6 - file.size(), '0');
-  return file + ":" + std::to_string(version % kBinlogVersionFileFactor);
+  return std::to_string(HistoryOfVersion(version)) + "/" + file + ":" +
+         std::to_string(at % kBinlogVersionFileFactor);
 }
 
 std::string Gtid::ToString() const {

@@ -7,13 +7,26 @@
 // ("log_pos"). A transaction's commit position is the end of its XID (or
 // COMMIT, or DDL) event: reading again from there starts after it.
 //
-// Proposed resourceVersion: BinlogVersion = file number * 10^10 + position.
-// Positions are 32-bit in the event header, so below 10^10, and the decimal
-// reads back as the position: 30000012345 is file .000003 at byte 12345. It
+// resourceVersion: BinlogVersion = history * 10^16 + file number * 10^10 +
+// position. Positions are 32-bit in the event header, so below 10^10, and
+// file numbers below 10^6 (the six digits servers write), so the decimal
+// reads back: 70000030000012345 is history 7, file .000003, byte 12345. It
 // increases along commit order across rotation (a file's commits come after
 // every commit of the files before it), and version - 1 lies strictly
 // between a commit and the one before it (two commits are at least one event
 // apart), which DESIGN.md's "earlier events of T carry c(T) - 1" needs.
+//
+// The history is the server's: its server_id modulo kBinlogHistories. A
+// file and an offset name a position only in the binlog of the server that
+// wrote it; after a failover another server's file N is another file N. The
+// server_id is unique in a replication topology and the same for every
+// walwatch replica that reads the server, so every RV of another server
+// lies outside this server's range [BinlogHistoryFloor, BinlogHistoryCeiling]
+// and is refused, by a walwatch that was running at the failover or one
+// started after it. Servers whose ids agree modulo 1844 (ids that differ by
+// a multiple of it), and a new binlog on the same server (RESET MASTER, a
+// restore from a backup), share a range: only a running walwatch's history
+// check tells those apart (binlog_recovery.cc).
 #ifndef WALWATCH_CDC_MYSQL_BINLOG_POSITION_H_
 #define WALWATCH_CDC_MYSQL_BINLOG_POSITION_H_
 
@@ -41,13 +54,44 @@ struct BinlogPosition {
 std::optional<uint64_t> BinlogFileNumber(std::string_view file);
 
 inline constexpr uint64_t kBinlogVersionFileFactor = 10'000'000'000ULL;
+inline constexpr uint64_t kBinlogVersionHistoryFactor =
+    10'000'000'000'000'000ULL;
+// The most histories whose versions fit a uint64 (18446744073709551615):
+// 1843 * 10^16 + 999999 * 10^10 + 2^32 does, 1844 * 10^16 + ... does not.
+inline constexpr uint64_t kBinlogHistories = 1844;
+// The highest file number a version holds.
+inline constexpr uint64_t kMaxBinlogVersionFile = 999'999;
 
-// file number * 10^10 + pos; nullopt if the file has no number or pos is
-// not below 10^10.
-std::optional<uint64_t> BinlogVersion(const BinlogPosition& position);
+// The history of the binlog a server with this server_id writes.
+inline uint64_t BinlogHistory(uint64_t server_id) {
+  return server_id % kBinlogHistories;
+}
+// The lowest and highest versions of `history` (< kBinlogHistories).
+inline uint64_t BinlogHistoryFloor(uint64_t history) {
+  return history * kBinlogVersionHistoryFactor;
+}
+inline uint64_t BinlogHistoryCeiling(uint64_t history) {
+  return BinlogHistoryFloor(history) + kBinlogVersionHistoryFactor - 1;
+}
+// The history of a version, and the version with its history left out
+// (file number * 10^10 + position).
+inline uint64_t HistoryOfVersion(uint64_t version) {
+  return version / kBinlogVersionHistoryFactor;
+}
+inline uint64_t PositionOfVersion(uint64_t version) {
+  return version % kBinlogVersionHistoryFactor;
+}
 
-// A version as log lines write it: the file number (six digits, as the
-// file names have it) and the offset, "000003:12345".
+// history * 10^16 + file number * 10^10 + pos; nullopt if the file has no
+// number, its number is above kMaxBinlogVersionFile, pos is not below
+// 10^10, or history is not below kBinlogHistories. *why, if given, says
+// which.
+std::optional<uint64_t> BinlogVersion(uint64_t history,
+                                      const BinlogPosition& position,
+                                      std::string* why = nullptr);
+
+// A version as log lines write it: the history, the file number (six
+// digits, as the file names have it) and the offset, "7/000003:12345".
 std::string FormatBinlogVersion(uint64_t version);
 
 // The global transaction ID of a transaction. MariaDB: domain-server-seq

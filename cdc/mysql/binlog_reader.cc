@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
@@ -1084,6 +1085,22 @@ BinlogStatus ReadBinlogEnd(MysqlConnection* conn, BinlogPosition* out) {
   out->file = *rows.rows[0][0];
   out->pos = std::stoull(*rows.rows[0][1]);
   return BinlogStatus();
+}
+
+std::string ReadServerId(MysqlConnection* conn, uint64_t* server_id) {
+  std::optional<std::string> value;
+  if (std::string err = conn->QueryValue("SELECT @@server_id", &value);
+      !err.empty()) {
+    return "cannot read the server's server_id: " + err;
+  }
+  const std::string text = value.value_or("");
+  char* end = nullptr;
+  const unsigned long long id = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') {
+    return "the server's server_id is not a number: \"" + text + "\"";
+  }
+  *server_id = id;
+  return "";
 }
 
 }  // namespace walwatch::mysql

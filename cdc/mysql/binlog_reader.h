@@ -264,6 +264,11 @@ class BinlogReader {
 // ordinary connection. kSettings when binary logging is off.
 BinlogStatus ReadBinlogEnd(MysqlConnection* conn, BinlogPosition* out);
 
+// SELECT @@server_id: the id of the server that writes the binlog, whose
+// file and offset numbers are its own (BinlogHistory). Returns "" or the
+// error.
+std::string ReadServerId(MysqlConnection* conn, uint64_t* server_id);
+
 }  // namespace walwatch::mysql
 
 #endif  // WALWATCH_CDC_MYSQL_BINLOG_READER_H_

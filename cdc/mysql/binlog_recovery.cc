@@ -77,6 +77,17 @@ std::string MariaDbSource::CheckHistory(MysqlConnection* conn, History* history,
     *why = "the server has no event at " + resume_.ToString();
     return "";
   }
+  uint64_t server_id = 0;
+  if (std::string err = ReadServerId(conn, &server_id); !err.empty()) {
+    return err;
+  }
+  if (server_id != source_server_id_) {
+    // Another server, whose file and offset numbers are its own.
+    *history = History::kOther;
+    *why = "another server (server_id " + std::to_string(server_id) + ", was " +
+           std::to_string(source_server_id_) + ")";
+    return "";
+  }
   if (!mariadb_) {
     std::optional<std::string> uuid;
     if (std::string err = conn->QueryValue("SELECT @@server_uuid", &uuid);
@@ -144,8 +155,9 @@ std::string MariaDbSource::ContinueAfterPurge(MysqlConnection* conn,
   if (files.empty()) return "the server lists no binlog files";
   const BinlogPosition start{files[0].name, 4};
   if (std::string err = RecordHistory(conn, start); !err.empty()) return err;
-  const std::optional<uint64_t> gap = BinlogVersion(start);
-  if (!gap) return "binlog file " + start.file + " has no number";
+  std::string why;
+  const std::optional<uint64_t> gap = BinlogVersion(history_, start, &why);
+  if (!gap) return why;
   LogError(
       "the binlog walwatch had not read yet was purged (PURGE BINARY "
       "LOGS, or the server's retention: binlog_expire_logs_seconds); "
@@ -163,17 +175,30 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
                                                 const std::string& why) {
   BinlogPosition end;
   if (BinlogStatus s = ReadBinlogEnd(conn, &end); !s.ok()) return s.message;
-  const std::optional<uint64_t> new_floor = BinlogVersion(end);
-  if (!new_floor) return "binlog file " + end.file + " has no number";
+  const uint64_t old_history = history_;
   if (std::string err = RecordHistory(conn, end); !err.empty()) return err;
+  std::string bad;
+  const std::optional<uint64_t> new_floor = BinlogVersion(history_, end, &bad);
+  if (!new_floor) return bad;
   // Another replica may have served up to the old server's end (as last
   // polled), and the old server may have written past even that, into a
-  // new file: fence every position up to the end of the file after the
-  // highest one seen.
-  const uint64_t seen = std::max(
-      {receiver->served_rv(), received_,
-       highest_server_position_ ? highest_server_position_() : uint64_t{0}});
+  // new file: fence every file and offset up to the end of the file after
+  // the highest one seen, in the new server's range too. A list an
+  // APIServer read on the old server may still be handed over by a state
+  // worker connected to the new one, which gives its position the new
+  // server's history. RVs of the old server's range, if it is another, lie
+  // below the new floor or above the new ceiling: refused as well.
+  uint64_t seen = 0;
+  for (uint64_t v :
+       {receiver->served_rv(), received_,
+        highest_server_position_ ? highest_server_position_(old_history)
+                                 : uint64_t{0}}) {
+    if (HistoryOfVersion(v) == old_history) {
+      seen = std::max(seen, PositionOfVersion(v));
+    }
+  }
   const uint64_t fence_hi =
+      BinlogHistoryFloor(history_) +
       (seen / kBinlogVersionFileFactor + 2) * kBinlogVersionFileFactor - 1;
   LogError("the server's binlog is not the history walwatch read (" + why +
                "): a failover to another server, a server restored from a "
@@ -193,7 +218,7 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
         "file number passes the fence's)",
         {{"fence_to", FormatBinlogVersion(fence_hi)}});
   }
-  receiver->HistoryReset(*new_floor, fence_hi);
+  receiver->HistoryReset(*new_floor, fence_hi, BinlogHistoryCeiling(history_));
   resume_ = end;
   received_ = 0;
   return "";

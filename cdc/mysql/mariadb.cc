@@ -33,8 +33,9 @@ std::unique_ptr<StateWorkerPool> MariaDb::Start(
   state.query_timeout = options_.source.silence_timeout;
   auto service = std::make_unique<MariaDbStateService>(state, log);
   monitor_.Start();
-  source_.SetHighestServerPosition(
-      [this] { return monitor_.highest_server_position(); });
+  source_.SetHighestServerPosition([this](uint64_t history) {
+    return monitor_.highest_server_position(history);
+  });
   return service;
 }
 

@@ -44,7 +44,7 @@ MariaDbSource::~MariaDbSource() {
 }
 
 void MariaDbSource::SetHighestServerPosition(
-    std::function<uint64_t()> highest) {
+    std::function<uint64_t(uint64_t)> highest) {
   highest_server_position_ = std::move(highest);
 }
 
@@ -116,10 +116,11 @@ ChangeSource::Step MariaDbSource::Next(ChangeReceiver* receiver,
     return Step::kEnd;
   }
   const BinlogItem& item = f.item;
-  const std::optional<uint64_t> version = BinlogVersion(item.position);
+  std::string why;
+  const std::optional<uint64_t> version =
+      BinlogVersion(history_, item.position, &why);
   if (!version) {
-    *error =
-        "binlog position " + item.position.ToString() + " has no file number";
+    *error = why;
     return Step::kEnd;
   }
   resume_ = item.position;
@@ -137,7 +138,7 @@ ChangeSource::Step MariaDbSource::Next(ChangeReceiver* receiver,
     ++stats->duplicate_transactions;
     return Step::kMessage;
   }
-  std::string err = ToTransaction(item.transaction, &txn_);
+  std::string err = ToTransaction(item.transaction, history_, &txn_);
   if (!err.empty()) {
     *error = err;
     return Step::kEnd;

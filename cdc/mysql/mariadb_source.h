@@ -2,11 +2,13 @@
 // MySQL server: its binary log, read as a replica reads it (BinlogReader,
 // on Connector/C), of the mapped table only.
 //   * Positions. A binlog position (file, offset) is the uint64
-//     BinlogVersion = file number * 10^10 + offset (binlog_position.h); a
-//     transaction's commit position is the end of the event that closes it
-//     (XID, COMMIT, or a DDL statement), so c - 1 lies strictly between two
-//     commits. Heartbeats and rotations are positions passed between
-//     transactions.
+//     BinlogVersion = history * 10^16 + file number * 10^10 + offset
+//     (binlog_position.h), the history being the server's server_id modulo
+//     1844: each server's RVs have a range of their own, the stream's
+//     ceiling (StreamStart, HistoryReset). A transaction's commit position
+//     is the end of the event that closes it (XID, COMMIT, or a DDL
+//     statement), so c - 1 lies strictly between two commits. Heartbeats
+//     and rotations are positions passed between transactions.
 //   * Startup (mariadb_startup.cc): waits for a server that is down,
 //     checks its settings, grants, table and walwatch's server id (one line
 //     naming the fix each, mysql_checks.h), loads the resource catalog, and
@@ -22,8 +24,8 @@
 //     server is never told a position: Confirm only records it.
 //   * Reconnects (binlog_recovery.cc): the stream reopens where it left
 //     off, after checking that the server still has that history: the
-//     GTID state at the resume position must be the one walwatch tracked
-//     (MariaDB), the server the same one (MySQL's server_uuid). A binlog
+//     same server_id (and on MySQL server_uuid), and the GTID state at the
+//     resume position the one walwatch tracked (MariaDB). A binlog
 //     purged before walwatch read it is a Gap (every watcher relists); a
 //     server with another history (a failover, a server restored from a
 //     backup, a binlog cut short by a crash) is a HistoryReset with a fence
@@ -86,16 +88,16 @@ class MariaDbSource final : public ChangeSource {
   MariaDbSource(const MariaDbSource&) = delete;
   MariaDbSource& operator=(const MariaDbSource&) = delete;
 
-  // Before Run: the highest binlog position seen on the server (the
-  // monitor's). After a failover, RVs up to it may have been served by
-  // other replicas, so the fence covers them.
-  void SetHighestServerPosition(std::function<uint64_t()> highest);
+  // Before Run: the highest binlog position seen on the server in a
+  // history (the monitor's). After a failover, RVs up to it may have been
+  // served by other replicas, so the fence covers them.
+  void SetHighestServerPosition(std::function<uint64_t(uint64_t)> highest);
 
   // ChangeSource.
   const char* database() const override { return "MySQL/MariaDB"; }
   LogField stream_field() const override;
   PositionFormatter position_formatter() const override;
-  std::string Prepare(ReplicationStats* stats, uint64_t* floor_rv) override;
+  std::string Prepare(ReplicationStats* stats, StreamStart* start) override;
   bool connected() const override { return fetcher_ != nullptr; }
   Reconnected Reconnect(ChangeReceiver* receiver, std::string* error) override;
   void Recover(ChangeReceiver* receiver, const std::string& error) override;
@@ -124,8 +126,9 @@ class MariaDbSource final : public ChangeSource {
   // wrote files before that one (they were purged).
   std::string ChooseStart(MysqlConnection* conn, BinlogPosition* start,
                           bool* purged);
-  // The history marker at `at` (MariaDB: the GTID state; MySQL: the
-  // server's uuid), into gtid_state_ / server_uuid_.
+  // The history markers at `at`: the server's server_id (history_), and
+  // MariaDB's GTID state or MySQL's server_uuid (gtid_state_,
+  // server_uuid_).
   std::string RecordHistory(MysqlConnection* conn, const BinlogPosition& at);
 
   // binlog_recovery.cc.
@@ -154,8 +157,11 @@ class MariaDbSource final : public ChangeSource {
   std::unique_ptr<BinlogFetcher> fetcher_;
   // Where reading again loses nothing: the end of the last item taken.
   BinlogPosition resume_;
-  // The history walwatch read up to resume_: MariaDB's GTID state there;
-  // MySQL's server_uuid.
+  // The history walwatch read up to resume_: the server's server_id and
+  // its BinlogHistory, which every version carries; MariaDB's GTID state
+  // there; MySQL's server_uuid.
+  uint64_t source_server_id_ = 0;
+  uint64_t history_ = 0;
   std::optional<GtidState> gtid_state_;
   std::string server_uuid_;
   // The last open failed because the server has no event at the resume
@@ -166,7 +172,7 @@ class MariaDbSource final : public ChangeSource {
   // BusyWhileSilent: the reader's bytes when last asked.
   uint64_t bytes_at_last_check_ = 0;
   bool waiting_for_busy_reader_ = false;
-  std::function<uint64_t()> highest_server_position_;
+  std::function<uint64_t(uint64_t)> highest_server_position_;
   Transaction txn_;
 };
 

@@ -247,6 +247,10 @@ std::string MariaDbSource::ChooseStart(MysqlConnection* conn,
 
 std::string MariaDbSource::RecordHistory(MysqlConnection* conn,
                                          const BinlogPosition& at) {
+  if (std::string err = ReadServerId(conn, &source_server_id_); !err.empty()) {
+    return err;
+  }
+  history_ = BinlogHistory(source_server_id_);
   if (mariadb_) {
     if (std::string err = ReadGtidState(conn, at, &gtid_state_); !err.empty()) {
       return err;
@@ -266,7 +270,7 @@ std::string MariaDbSource::RecordHistory(MysqlConnection* conn,
 }
 
 std::string MariaDbSource::Prepare(ReplicationStats* stats,
-                                   uint64_t* floor_rv) {
+                                   StreamStart* stream_start) {
   MysqlConnection conn;
   if (std::string err = ConnectAtStartup(&conn); !err.empty()) return err;
   std::optional<std::string> version;
@@ -305,11 +309,13 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
       if (attempt < 3) continue;
       return err;
     }
-    const std::optional<uint64_t> floor = BinlogVersion(start);
-    if (!floor) return "binlog file " + start.file + " has no number";
+    std::string why;
+    const std::optional<uint64_t> floor = BinlogVersion(history_, start, &why);
+    if (!floor) return why;
     BinlogStatus s = StartStreaming(start);
     if (s.ok()) {
-      *floor_rv = *floor;
+      stream_start->floor_rv = *floor;
+      stream_start->ceiling_rv = BinlogHistoryCeiling(history_);
       if (purged) {
         // A watch that resumes from before the floor gets 410: a gap, as
         // when the binlog is purged under a running walwatch.
@@ -328,6 +334,8 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
                {"server_id", static_cast<uint64_t>(opt_.server_id)},
                {"table", opt_.conn.database + "." + opt_.mapping.table},
                {"from", start.ToString()},
+               {"source_server_id", source_server_id_},
+               {"history", history_},
                {"gtid_state", gtid_state_ ? gtid_state_->ToString() : ""}});
       return "";
     }

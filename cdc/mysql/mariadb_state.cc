@@ -47,10 +47,20 @@ class MariaDbStateWorker final : public StateWorker {
     return WaitForCurrentRv(log_, rv, options_->catch_up_timeout, *stop_,
                             wanted, nullptr);
   }
-  // Whether a watch may start at `rv`: not below the log's floor nor in a
-  // fence.
+  // Whether a watch may start at `rv`: not below the log's floor, in a
+  // fence, nor above its ceiling.
   bool Continuable(uint64_t rv) const {
     return log_->Seek(rv).status == EventSink::SeekStatus::kOk;
+  }
+  // Whether the stream reads the server this worker's connection is on:
+  // the same history (BinlogHistory). Not while a failover is followed.
+  bool SameServerAsStream() const {
+    return BinlogHistoryCeiling(history_) == log_->ceiling_rv();
+  }
+  // A position on this worker's server, as a version (BinlogVersion).
+  std::optional<uint64_t> Version(const BinlogPosition& at,
+                                  std::string* why) const {
+    return BinlogVersion(history_, at, why);
   }
   void Rollback() { Query("ROLLBACK"); }
   std::string StateSql(const StateQuery& q);
@@ -60,6 +70,8 @@ class MariaDbStateWorker final : public StateWorker {
   const StopSignal* const stop_;
   StopInterrupter interrupter_;
   MysqlConnection conn_;
+  // The history of the connection's server (its server_id's).
+  uint64_t history_ = 0;
   EventBuilder builder_;
 };
 
@@ -75,6 +87,9 @@ bool MariaDbStateWorker::Connect(std::string* error) {
     err =
         conn_.Query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ");
   }
+  uint64_t server_id = 0;
+  if (err.empty()) err = ReadServerId(&conn_, &server_id);
+  history_ = BinlogHistory(server_id);
   if (!err.empty()) {
     *error = "cannot connect to the MySQL/MariaDB server: " + err;
     conn_.Close();
@@ -148,12 +163,20 @@ void MariaDbStateWorker::ReadState(const StateQuery& q,
     BinlogPosition at;
     err = SnapshotPosition(&at);
     const std::optional<uint64_t> rv =
-        err.empty() ? BinlogVersion(at) : std::nullopt;
+        err.empty() ? Version(at, &err) : std::nullopt;
     if (!rv) {
       Rollback();
       stream->Fail({500, "InternalError",
-                    "cannot read the snapshot's binlog position: " +
-                        (err.empty() ? at.ToString() : err)});
+                    "cannot read the snapshot's binlog position: " + err});
+      return;
+    }
+    if (!SameServerAsStream()) {
+      Rollback();
+      conn_.Close();  // the next attempt connects again
+      stream->Fail({504, "Timeout",
+                    "the snapshot was taken on another server than the one "
+                    "walwatch's stream reads (a failover, not yet followed "
+                    "by the stream); retry"});
       return;
     }
     if (!WaitPassed(*rv, [stream] { return !stream->cancelled(); })) {
@@ -234,10 +257,20 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
                   "snapshot), not a PostgreSQL snapshot");
   }
   const BinlogPosition listed{at.binlog_file, at.binlog_position};
-  const std::optional<uint64_t> rv = BinlogVersion(listed);
-  if (!rv) {
-    return Answer(done, 400, "BadRequest",
-                  "binlogFile " + at.binlog_file + " has no file number");
+  std::string why;
+  if (std::string err; !Connect(&err)) {
+    return Answer(done, 500, "InternalError", err);
+  }
+  const std::optional<uint64_t> rv = Version(listed, &why);
+  if (!rv) return Answer(done, 400, "BadRequest", why);
+  if (!SameServerAsStream()) {
+    // The list's server may be this connection's or the stream's: its
+    // position may name either's file and offset. Listed again, it is read
+    // where the stream will be.
+    conn_.Close();
+    return Answer(done, 410, "Expired",
+                  "walwatch's stream reads another server than this "
+                  "walwatch's connections (a failover): list again");
   }
   // One the server has not reached was not read in a snapshot of it, and
   // would hold this worker for --too-large-rv-wait for nothing.
@@ -247,7 +280,7 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
     if (!Connect(&err) || !(err = ServerEnd(&end)).empty()) {
       return Answer(done, 500, "InternalError", err);
     }
-    const std::optional<uint64_t> end_rv = BinlogVersion(end);
+    const std::optional<uint64_t> end_rv = Version(end, nullptr);
     if (end_rv && *rv > *end_rv) {
       return Answer(done, 400, "BadRequest",
                     "binlog position " + listed.ToString() +
@@ -279,10 +312,14 @@ void MariaDbStateWorker::FreshRv(const RvCallback& done, const Wanted& wanted) {
   if (!Connect(&err) || !(err = ServerEnd(&end)).empty()) {
     return Answer(done, 500, "InternalError", err);
   }
-  const std::optional<uint64_t> rv = BinlogVersion(end);
-  if (!rv) {
-    return Answer(done, 500, "InternalError",
-                  "binlog file " + end.file + " has no number");
+  const std::optional<uint64_t> rv = Version(end, &err);
+  if (!rv) return Answer(done, 500, "InternalError", err);
+  if (!SameServerAsStream()) {
+    conn_.Close();
+    return Answer(done, 504, "Timeout",
+                  "walwatch's stream reads another server than this "
+                  "walwatch's connections (a failover, not yet followed by "
+                  "the stream); retry");
   }
   if (!WaitPassed(*rv, wanted)) {
     if (!wanted()) return;  // the session gave up on it

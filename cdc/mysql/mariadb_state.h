@@ -5,10 +5,13 @@
 // here by construction):
 //   1. START TRANSACTION WITH CONSISTENT SNAPSHOT (REPEATABLE READ), then
 //      SHOW STATUS LIKE 'binlog_snapshot_%' -> file and offset, the
-//      position P = BinlogVersion(file, offset): every transaction that
-//      commits at or before P is visible in the snapshot, none after it
-//      (MariaDB commits in binlog order and takes the snapshot and the
-//      position under one lock, without a global read lock);
+//      position P = BinlogVersion(history, file, offset), the history of
+//      the server_id the worker's connection reaches: every transaction
+//      that commits at or before P is visible in the snapshot, none after
+//      it (MariaDB commits in binlog order and takes the snapshot and the
+//      position under one lock, without a global read lock). A server
+//      other than the stream's (a failover the stream has not followed
+//      yet): 504, retry (a handoff: 410, list again);
 //   2. wait until the replication stream has passed P (heartbeats report
 //      the position of an idle server), at most `catch_up_timeout`: 504;
 //   3. P below the log's floor, or inside a fence: 410 (the watch that

@@ -41,11 +41,12 @@ std::vector<std::string> MappedColumnNames(const TableMapping& mapping) {
                                   mapping.columns.end());
 }
 
-std::string ToTransaction(const BinlogTransaction& in, Transaction* out) {
+std::string ToTransaction(const BinlogTransaction& in, uint64_t history,
+                          Transaction* out) {
   *out = Transaction();
-  std::optional<uint64_t> commit = BinlogVersion(in.commit);
-  if (!commit)
-    return "commit position " + in.commit.ToString() + " has no file number";
+  std::string why;
+  std::optional<uint64_t> commit = BinlogVersion(history, in.commit, &why);
+  if (!commit) return why;
   out->xid = static_cast<uint32_t>(in.xid);
   out->full_xid = in.xid;
   out->commit_lsn = *commit;
@@ -85,7 +86,7 @@ std::string ToTransaction(const BinlogTransaction& in, Transaction* out) {
         r.action = RowAction::kDelete;
         break;
     }
-    r.lsn = BinlogVersion(c.position).value_or(0);
+    r.lsn = BinlogVersion(history, c.position).value_or(0);
     if (c.kind != BinlogRowChange::Kind::kDelete) ToImage(c.after, &r.columns);
     if (c.kind != BinlogRowChange::Kind::kInsert)
       ToImage(c.before, &r.identity);

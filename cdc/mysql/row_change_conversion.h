@@ -35,9 +35,11 @@ std::vector<size_t> OverflowKeyColumns();
 // so that row image index i is MappedField i.
 std::vector<std::string> MappedColumnNames(const TableMapping& mapping);
 
-// Converts `in`, read with MappedColumnNames, into `*out` (overwritten).
-// Returns "" or one line (a position without a file number).
-std::string ToTransaction(const BinlogTransaction& in, Transaction* out);
+// Converts `in`, read with MappedColumnNames from a server of `history`
+// (BinlogHistory), into `*out` (overwritten). Returns "" or one line (a
+// position without a version: BinlogVersion).
+std::string ToTransaction(const BinlogTransaction& in, uint64_t history,
+                          Transaction* out);
 
 }  // namespace walwatch::mysql
 

@@ -90,7 +90,7 @@ std::string ConnectAtStartup(const PostgresSourceOptions& opt,
 }  // namespace
 
 std::string PostgresSource::Prepare(ReplicationStats* stats,
-                                    uint64_t* floor_rv) {
+                                    StreamStart* start) {
   PgConn conn;
   if (std::string err = ConnectAtStartup(opt_, stop_, &conn); !err.empty()) {
     return err;
@@ -145,7 +145,7 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
   conn.reset();
   // The server sends every transaction whose commit record starts at or
   // after confirmed_flush, so the stream continues after confirmed_flush-1.
-  *floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
+  start->floor_rv = slot.confirmed_flush > 0 ? slot.confirmed_flush - 1 : 0;
   // 55006: the slot is active in another process. After a node was lost,
   // that is the previous walwatch's walsender, which lives on until
   // wal_sender_timeout ends it (or TCP gives up on its client): wait for
@@ -192,7 +192,7 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
                {"read_at_start", FormatLsn(slot.confirmed_flush)},
                {"confirmed_flush_lsn", FormatLsn(now.confirmed_flush)}});
       slot.confirmed_flush = now.confirmed_flush;
-      *floor_rv = slot.confirmed_flush - 1;
+      start->floor_rv = slot.confirmed_flush - 1;
     }
   }
   LogInfo("streaming",

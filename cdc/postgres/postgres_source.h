@@ -75,7 +75,7 @@ class PostgresSource final : public ChangeSource {
   const char* database() const override { return "PostgreSQL"; }
   LogField stream_field() const override { return {"slot", opt_.slot}; }
   PositionFormatter position_formatter() const override;
-  std::string Prepare(ReplicationStats* stats, uint64_t* floor_rv) override;
+  std::string Prepare(ReplicationStats* stats, StreamStart* start) override;
   bool connected() const override { return repl_ != nullptr; }
   Reconnected Reconnect(ChangeReceiver* receiver, std::string* error) override;
   void Recover(ChangeReceiver* receiver, const std::string& error) override;

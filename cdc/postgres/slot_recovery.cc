@@ -178,7 +178,7 @@ void PostgresSource::ResetHistory(ChangeReceiver* receiver,
        {"fence_to", FormatLsn(fence_hi)}});
   // The sink's reset and the xid the handoff classifies from go together.
   handoff_->ResetHistory(next_xid, [&] {
-    receiver->HistoryReset(new_floor, fence_hi);
+    receiver->HistoryReset(new_floor, fence_hi, kNoRvCeiling);
   });
   xid_reference_ = next_xid;
   last_received_ = 0;

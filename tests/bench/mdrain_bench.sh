@@ -215,8 +215,10 @@ read -r END_FILE END_POS < <(binlog_end)
 [[ "$END_FILE" == "$FILE" ]] || bench_die "the backlog spans $FILE to $END_FILE: raise max_binlog_size or lower BENCH_MDRAIN_ROWS"
 BINLOG_BYTES=$((END_POS - 4))
 # The stream's floor, F:4 as a resourceVersion (cdc/mysql/binlog_position.h:
-# the file's number times 10^10 plus the offset).
-FLOOR=$((10#${FILE##*.} * 10000000000 + 4))
+# the server_id modulo 1844 times 10^16, plus the file's number times 10^10,
+# plus the offset).
+SERVER_ID=$(my_v -e "SELECT @@server_id")
+FLOOR=$(( (SERVER_ID % 1844) * 10000000000000000 + 10#${FILE##*.} * 10000000000 + 4))
 bench_say "loaded at $LOAD_RPS rows/s: $BINLOG_BYTES bytes of binlog in $FILE, objects of ~$OBJ_BYTES bytes"
 
 # One mariadb-binlog drain; sets MBL_S.

@@ -83,12 +83,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!status.ok()) break;
     // MariaDbSource::Step.
     std::optional<uint64_t> version =
-        walwatch::mysql::BinlogVersion(item.position);
+        walwatch::mysql::BinlogVersion(0, item.position);
     if (!version) break;  // a ROTATE to a name without a file number
     if (item.type != BinlogItem::Type::kTransaction) continue;
     if (*version <= path.current_rv()) continue;  // seen: a duplicate
     Transaction txn;
-    std::string error = walwatch::mysql::ToTransaction(item.transaction, &txn);
+    std::string error =
+        walwatch::mysql::ToTransaction(item.transaction, 0, &txn);
     if (!error.empty()) {
       CheckOneLine(error);
       break;

@@ -187,7 +187,7 @@ TEST_F(BinlogReaderTest, InterleavedTransactionsArriveInCommitOrder) {
   ASSERT_EQ(b.changes.size(), 1u);
   EXPECT_EQ(a.changes[0].after[kName].text, "second-begun");
   EXPECT_EQ(b.changes[0].after[kName].text, "first-begun");
-  EXPECT_LT(*BinlogVersion(a.commit), *BinlogVersion(b.commit));
+  EXPECT_LT(*BinlogVersion(0, a.commit), *BinlogVersion(0, b.commit));
   EXPECT_LT(a.gtid.sequence, b.gtid.sequence);
 }
 
@@ -220,7 +220,7 @@ TEST_F(BinlogReaderTest, RotationMovesToTheNextFileAndVersionsKeepIncreasing) {
   EXPECT_NE(after.commit.file, before.commit.file);
   EXPECT_GT(*mysql::BinlogFileNumber(after.commit.file),
             *mysql::BinlogFileNumber(before.commit.file));
-  EXPECT_GT(*BinlogVersion(after.commit), *BinlogVersion(before.commit));
+  EXPECT_GT(*BinlogVersion(0, after.commit), *BinlogVersion(0, before.commit));
 }
 
 // Where a replay window starts is chosen by the time each file began: its
@@ -269,7 +269,7 @@ TEST_F(BinlogReaderTest, ReconnectFromASavedPositionLosesAndRepeatsNothing) {
   ASSERT_EQ(NextTableTransaction(reader_.get(), kDeadline, &three), "");
   EXPECT_EQ(two.changes.at(0).after[kName].text, "two");
   EXPECT_EQ(three.changes.at(0).after[kName].text, "three");
-  EXPECT_GT(*BinlogVersion(two.commit), *BinlogVersion(one.commit));
+  EXPECT_GT(*BinlogVersion(0, two.commit), *BinlogVersion(0, one.commit));
 }
 
 TEST_F(BinlogReaderTest, ColumnsAreReadByNameAcrossDdl) {

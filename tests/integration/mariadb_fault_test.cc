@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cdc/mysql/binlog_position.h"
@@ -183,15 +184,24 @@ TEST_F(MariaDbConnectionFaultTest, AStalledConnectionIsNoticedAndReopened) {
 // whose binlog has the same file numbers and offsets past A's. Every
 // watcher gets each of A's writes exactly once and then 410; an RV of A is
 // refused, before and after a restart of walwatch; B's writes reach new
-// watches, which are exact, and an RV B gave out resumes.
-TEST_F(MariaDbConnectionFaultTest,
-       AFailoverToAnotherServerEndsEveryWatchWith410AndRefusesOldRvs) {
-  ASSERT_NO_FATAL_FAILURE(StartServer(/*private_server=*/true));  // A
-  ASSERT_NO_FATAL_FAILURE(StartOtherServer("server_id=2"));       // B
+// watches, which are exact, and an RV B gave out resumes. Each server's
+// RVs lie in a range of their own (its server_id's): B's below A's, or
+// above, so that A's RVs are above B's ceiling, or below its floor.
+class MariaDbFailoverTest
+    : public MariaDbConnectionFaultTest,
+      public ::testing::WithParamInterface<std::pair<int, int>> {};
+
+TEST_P(MariaDbFailoverTest, EveryWatchEndsWith410AndOldRvsAreRefused) {
+  const auto [a_id, b_id] = GetParam();
+  ASSERT_NO_FATAL_FAILURE(StartServer(
+      /*private_server=*/true, "server_id=" + std::to_string(a_id)));  // A
+  ASSERT_NO_FATAL_FAILURE(
+      StartOtherServer("server_id=" + std::to_string(b_id)));  // B
   // The sandbox's server_id=1 comes first in my.cnf: the later line wins,
   // so B's GTIDs are its own.
-  ASSERT_EQ(RootValue(server(), "SELECT @@server_id"), "1");
-  ASSERT_EQ(RootValue(other_server(), "SELECT @@server_id"), "2");
+  ASSERT_EQ(RootValue(server(), "SELECT @@server_id"), std::to_string(a_id));
+  ASSERT_EQ(RootValue(other_server(), "SELECT @@server_id"),
+            std::to_string(b_id));
   ASSERT_NO_FATAL_FAILURE(LaunchWalwatch(Proxied()));
   ASSERT_NO_FATAL_FAILURE(StartTraffic());
 
@@ -214,6 +224,7 @@ TEST_F(MariaDbConnectionFaultTest,
     if (!r.events.empty()) old_rv = std::max(old_rv, r.events.back().rv());
   }
   ASSERT_GT(old_rv, 0u);
+  EXPECT_EQ(mysql::HistoryOfVersion(old_rv), mysql::BinlogHistory(a_id));
 
   // B's binlog covers old_rv's numbers: the same file number, and an end
   // past A's. An RV of A then names a position that B has too, in a history
@@ -221,7 +232,9 @@ TEST_F(MariaDbConnectionFaultTest,
   // B's binlog shorter, old_rv would be refused as merely unknown).
   mysql::BinlogPosition a_end, b_end;
   ASSERT_TRUE(BinlogEnd(server(), &a_end));
-  ASSERT_LE(old_rv, mysql::BinlogVersion(a_end).value_or(0));
+  // (History 0: the file and offset alone, to compare across servers.)
+  ASSERT_LE(mysql::PositionOfVersion(old_rv),
+            mysql::BinlogVersion(0, a_end).value_or(0));
   ASSERT_TRUE(BinlogEnd(other_server(), &b_end));
   for (int i = 0; i < 100 && FileNumber(b_end) < FileNumber(a_end); ++i) {
     ASSERT_EQ(RootExec(other_server(), "FLUSH BINARY LOGS"), "");
@@ -239,7 +252,8 @@ TEST_F(MariaDbConnectionFaultTest,
               "");
     ASSERT_TRUE(BinlogEnd(other_server(), &b_end));
   }
-  ASSERT_GT(mysql::BinlogVersion(b_end).value_or(0), old_rv);
+  ASSERT_GT(mysql::BinlogVersion(0, b_end).value_or(0),
+            mysql::PositionOfVersion(old_rv));
 
   // The failover: A dies, and the address walwatch connects to is B's.
   ASSERT_TRUE(KillServer());
@@ -277,10 +291,17 @@ TEST_F(MariaDbConnectionFaultTest,
   // so and names the fix, which the test applies, so that B's new RVs
   // (markers, a resume) are past the fence.
   EXPECT_EQ(LogLines(*ww_, kInsideTheFence).size(), 1u);
+  // "history/file:offset"
   const std::string fence_to = resets[0].value("fence_to", "");
-  ASSERT_NE(fence_to.find(':'), std::string::npos) << resets[0].dump();
+  const size_t slash = fence_to.find('/');
+  const size_t colon = fence_to.find(':');
+  ASSERT_TRUE(slash != std::string::npos && colon != std::string::npos &&
+              slash < colon)
+      << resets[0].dump();
+  EXPECT_EQ(fence_to.substr(0, slash),
+            std::to_string(mysql::BinlogHistory(b_id)));
   const uint64_t fence_file =
-      std::stoull(fence_to.substr(0, fence_to.find(':')));
+      std::stoull(fence_to.substr(slash + 1, colon - slash - 1));
   for (int i = 0; i < 100 && FileNumber(b_end) <= fence_file; ++i) {
     ASSERT_NO_FATAL_FAILURE(Sql("FLUSH BINARY LOGS"));
     ASSERT_TRUE(BinlogEnd(server(), &b_end));
@@ -348,7 +369,7 @@ TEST_F(MariaDbConnectionFaultTest,
   // B's transactions reach a new watch, and A's RV is refused.
   WatchEvent added;
   ASSERT_NO_FATAL_FAILURE(expect_pod_on_b(0, "pod-on-b", &added));
-  EXPECT_GT(added.rv(), old_rv);
+  EXPECT_EQ(mysql::HistoryOfVersion(added.rv()), mysql::BinlogHistory(b_id));
   ASSERT_NO_FATAL_FAILURE(expect_a_resume_refused("after the failover"));
   // The relist on B: watches from a position on B are exact.
   StartWriter();
@@ -365,6 +386,16 @@ TEST_F(MariaDbConnectionFaultTest,
   WatchEvent next;
   ASSERT_NO_FATAL_FAILURE(expect_pod_on_b(added.rv(), "pod-on-b-2", &next));
 }
+
+INSTANTIATE_TEST_SUITE_P(ServerIds, MariaDbFailoverTest,
+                         ::testing::Values(std::pair<int, int>{1, 2},
+                                           std::pair<int, int>{2, 1}),
+                         [](const auto& info) {
+                           return std::string(info.param.first <
+                                                      info.param.second
+                                                  ? "ToAHigherServerId"
+                                                  : "ToALowerServerId");
+                         });
 
 // --- 4. Binlog rotation under load ------------------------------------------
 

@@ -225,9 +225,9 @@ TEST_F(MariaDbResumeTest, TheHandoffContinuesAnApiServersListExactly) {
   ASSERT_TRUE(r.ok && r.status == 200) << r.status << " " << r.body;
   const uint64_t rv = std::stoull(
       nlohmann::json::parse(r.body)["resourceVersion"].get<std::string>());
-  EXPECT_EQ(rv, *mysql::BinlogVersion(
-                    {snapshot["Binlog_snapshot_file"],
-                     std::stoull(snapshot["Binlog_snapshot_position"])}));
+  EXPECT_EQ(rv,
+            RvOf(&list, {snapshot["Binlog_snapshot_file"],
+                         std::stoull(snapshot["Binlog_snapshot_position"])}));
   EXPECT_LT(rv, c_late);
   WatchClient watch;
   ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods", rv));

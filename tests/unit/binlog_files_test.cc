@@ -89,10 +89,11 @@ TEST(BinlogFiles, GtidStateParsesAdvancesAndCompares) {
   }
 }
 
-TEST(BinlogFiles, VersionsAreWrittenAsFileAndOffset) {
-  EXPECT_EQ(FormatBinlogVersion(30000012345u), "000003:12345");
-  EXPECT_EQ(FormatBinlogVersion(1234567u * kBinlogVersionFileFactor + 4),
-            "1234567:4");
+TEST(BinlogFiles, VersionsAreWrittenAsHistoryFileAndOffset) {
+  EXPECT_EQ(FormatBinlogVersion(30000012345u), "0/000003:12345");
+  EXPECT_EQ(FormatBinlogVersion(70000030000012345u), "7/000003:12345");
+  EXPECT_EQ(FormatBinlogVersion(*BinlogVersion(1843, {"b.999999", 4})),
+            "1843/999999:4");
 }
 
 }  // namespace

@@ -243,12 +243,60 @@ TEST(BinlogPosition, FileNumbersAndVersions) {
   EXPECT_FALSE(BinlogFileNumber("binlog"));
   EXPECT_FALSE(BinlogFileNumber("binlog."));
   EXPECT_FALSE(BinlogFileNumber("binlog.00a1"));
-  EXPECT_EQ(BinlogVersion({"mariadb-bin.000003", 12345}), 30000012345u);
+  // The decimal reads back as history, file and offset.
+  EXPECT_EQ(BinlogVersion(0, {"mariadb-bin.000003", 12345}), 30000012345u);
+  EXPECT_EQ(BinlogVersion(7, {"mariadb-bin.000003", 12345}),
+            70000030000012345u);
   // Increasing along commit order across rotation.
-  EXPECT_LT(*BinlogVersion({"b.000003", 4294967295u}),
-            *BinlogVersion({"b.000004", 4}));
-  EXPECT_FALSE(BinlogVersion({"b.000003", kBinlogVersionFileFactor}));
+  EXPECT_LT(*BinlogVersion(7, {"b.000003", 4294967295u}),
+            *BinlogVersion(7, {"b.000004", 4}));
   EXPECT_EQ((BinlogPosition{"b.000001", 4}).ToString(), "b.000001:4");
+}
+
+TEST(BinlogPosition, WhatAVersionCannotHoldIsRefusedWithTheReason) {
+  std::string why;
+  EXPECT_FALSE(BinlogVersion(0, {"b.000003", kBinlogVersionFileFactor}, &why));
+  EXPECT_NE(why.find("past 10^10"), std::string::npos) << why;
+  EXPECT_FALSE(BinlogVersion(0, {"nonumber", 4}, &why));
+  EXPECT_NE(why.find("has no number"), std::string::npos) << why;
+  // Servers number their files with six digits; past them the version
+  // would run into the history's digits.
+  EXPECT_TRUE(BinlogVersion(0, {"b.999999", 4}));
+  EXPECT_FALSE(BinlogVersion(0, {"b.1000000", 4}, &why));
+  EXPECT_NE(why.find("RESET MASTER"), std::string::npos) << why;
+  EXPECT_FALSE(BinlogVersion(kBinlogHistories, {"b.000001", 4}, &why));
+  EXPECT_NE(why.find("history"), std::string::npos) << why;
+}
+
+TEST(BinlogPosition, EachServerIdHasARangeOfItsOwn) {
+  // The largest version there is fits a uint64.
+  const std::optional<uint64_t> top =
+      BinlogVersion(kBinlogHistories - 1, {"b.999999", 4294967295u});
+  ASSERT_TRUE(top.has_value());
+  EXPECT_LE(*top, BinlogHistoryCeiling(kBinlogHistories - 1));
+  EXPECT_GT(BinlogHistoryCeiling(kBinlogHistories - 1),
+            BinlogHistoryFloor(kBinlogHistories - 1));
+  // Ranges do not overlap, and every version lies in its history's.
+  for (uint64_t h : {uint64_t{0}, uint64_t{1}, uint64_t{1842}}) {
+    EXPECT_LT(BinlogHistoryCeiling(h), BinlogHistoryFloor(h + 1)) << h;
+    const uint64_t v = *BinlogVersion(h, {"b.999999", 4294967295u});
+    EXPECT_GE(v, BinlogHistoryFloor(h)) << h;
+    EXPECT_LE(v, BinlogHistoryCeiling(h)) << h;
+    EXPECT_EQ(HistoryOfVersion(v), h);
+    EXPECT_EQ(PositionOfVersion(v),
+              999999 * kBinlogVersionFileFactor + 4294967295u);
+  }
+  // Ids as operators number servers (1, 2, 3; 1000 + ordinal; a site
+  // prefix per data centre) keep apart; ids 1844 apart share a range.
+  for (uint64_t a : {1u, 2u, 3u, 1000u, 1001u, 2001u, 3001u}) {
+    for (uint64_t b : {1u, 2u, 3u, 1000u, 1001u, 2001u, 3001u}) {
+      if (a != b) {
+        EXPECT_NE(BinlogHistory(a), BinlogHistory(b)) << a << " " << b;
+      }
+    }
+  }
+  EXPECT_EQ(BinlogHistory(1), BinlogHistory(1 + kBinlogHistories));
+  EXPECT_EQ(BinlogHistory(4294967295u), 4294967295u % kBinlogHistories);
 }
 
 TEST(BinlogPosition, GtidsPrintAsTheServersDo) {

@@ -817,7 +817,7 @@ TEST(EventLog, CommitsFromListsTheHeldCommitsWithTheirXids) {
   EXPECT_EQ(held.max_evicted_xid, 107u);
   EXPECT_EQ(held.floor_rv, 60u);
   // A reset history forgets them, and fences what lies between.
-  log.ResetHistory(30, 70);
+  log.ResetHistory(30, 70, kNoRvCeiling);
   held = log.CommitsFrom(0, 100);
   EXPECT_EQ(held.max_evicted_xid, 0u);
   EXPECT_EQ(held.floor_rv, 30u);
@@ -837,7 +837,8 @@ TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
   ASSERT_GT(old_current, 250u);
   int woken = 0;
   log_.WaitForAppend(tail, [&] { ++woken; });
-  log_.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10);
+  log_.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10,
+                    kNoRvCeiling);
   EXPECT_EQ(woken, 1);
   std::vector<EventPtr> out;
   EXPECT_EQ(log_.Read(tail, 10, &out), EventLog::ReadStatus::kExpired);
@@ -869,6 +870,66 @@ TEST_F(EventLogTest, ResetHistoryExpiresEveryCursorAndFencesTheOldRange) {
   // Once past the fence, RVs are unambiguous again.
   log_.AdvanceCurrentRv(old_current + 20);
   EXPECT_EQ(log_.Seek(old_current + 20).status, EventLog::SeekStatus::kOk);
+}
+
+// A binlog source gives each server a range of RVs of its own (a history:
+// cdc/mysql/binlog_position.h), here [1000, 1999] and [3000, 3999]. An RV
+// above the stream's ceiling names another server's position: no wait
+// reaches it, and a watch from it is expired.
+TEST(EventLog, AnRvAboveTheCeilingIsAnotherHistorysAndExpired) {
+  EventLog log(kBig, 3100, /*ceiling_rv=*/3999);
+  EXPECT_EQ(log.ceiling_rv(), 3999u);
+  EXPECT_EQ(log.Seek(3100).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(3999).status, EventLog::SeekStatus::kOk);  // future
+  EXPECT_EQ(log.Seek(4000).status, EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(
+      log.Seek(4000, {EventLog::ResourceKey("", "v1", "pods"), ""}).status,
+      EventLog::SeekStatus::kExpired);
+  EXPECT_EQ(log.Seek(1500).status, EventLog::SeekStatus::kExpired);  // floor
+  EXPECT_EQ(EventLog(kBig, 10).ceiling_rv(), kNoRvCeiling);
+}
+
+// A failover to a server whose range lies below the old one's: the new
+// range is not fenced (the old current_rv lies above the new ceiling, which
+// refuses the old RVs itself), but the positions the old server may have
+// given out are, in the new range: fence_hi as the source computed it.
+TEST(EventLog, AResetIntoALowerRangeFencesOnlyWhatTheSourceAsks) {
+  EventLog log(kBig, 3100, 3999);
+  TxnMaker maker;
+  maker.prev = 3100;
+  ASSERT_EQ(log.AppendTransaction(3500, maker.Make(3500, 1)),
+            EventLog::AppendResult::kAppended);
+  log.ResetHistory(/*new_floor=*/1200, /*fence_hi=*/1600, /*ceiling_rv=*/1999);
+  EXPECT_EQ(log.ceiling_rv(), 1999u);
+  EXPECT_EQ(log.current_rv(), 1200u);
+  EXPECT_EQ(log.Seek(3500).status, EventLog::SeekStatus::kExpired);  // old
+  EXPECT_TRUE(log.Fenced(1600));
+  EXPECT_FALSE(log.Fenced(1601));
+  EXPECT_EQ(log.Seek(1601).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(1999).status, EventLog::SeekStatus::kOk);
+  maker.prev = 1200;
+  ASSERT_EQ(log.AppendTransaction(1700, maker.Make(1700, 1)),
+            EventLog::AppendResult::kAppended);
+  EXPECT_EQ(ReadAll(log, log.Seek(1650).seq).size(), 1u);
+
+  // Back to a higher range: the fence of the lower one lies below the new
+  // floor and goes; a later reset in the new range fences only that range.
+  log.ResetHistory(/*new_floor=*/3700, /*fence_hi=*/0, /*ceiling_rv=*/3999);
+  EXPECT_FALSE(log.Fenced(1600));
+  EXPECT_EQ(log.Seek(1700).status, EventLog::SeekStatus::kExpired);  // floor
+  EXPECT_EQ(log.Seek(3701).status, EventLog::SeekStatus::kOk);
+  log.ResetHistory(/*new_floor=*/3300, /*fence_hi=*/3800, /*ceiling_rv=*/3999);
+  EXPECT_TRUE(log.Fenced(3301));
+  EXPECT_TRUE(log.Fenced(3800));
+  EXPECT_FALSE(log.Fenced(3801));
+  EXPECT_FALSE(log.Fenced(1600));
+  // And down again: that fence lies above the new ceiling, and must not
+  // widen the new one over the rest of the lower range.
+  log.ResetHistory(/*new_floor=*/1800, /*fence_hi=*/1850, /*ceiling_rv=*/1999);
+  EXPECT_TRUE(log.Fenced(1850));
+  EXPECT_FALSE(log.Fenced(1851));
+  EXPECT_EQ(log.Seek(1900).status, EventLog::SeekStatus::kOk);
+  EXPECT_EQ(log.Seek(3500).status, EventLog::SeekStatus::kExpired);
 }
 
 TEST(EventLog, WaitersOfEndedWatchesAreDropped) {

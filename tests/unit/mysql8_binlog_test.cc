@@ -508,7 +508,7 @@ TEST(Mysql8Binlog, TheRowsBecomeAddedModifiedNothingAndDeleted) {
   for (size_t i = 0; i < 4; ++i) {
     SCOPED_TRACE(i);
     Transaction txn;
-    ASSERT_EQ(ToTransaction(items[i].transaction, &txn), "");
+    ASSERT_EQ(ToTransaction(items[i].transaction, 0, &txn), "");
     EventBuilder::Result r;
     builder.Build(txn, &r);
     EXPECT_TRUE(r.errors.empty()) << r.errors[0];
@@ -523,7 +523,7 @@ TEST(Mysql8Binlog, TheRowsBecomeAddedModifiedNothingAndDeleted) {
               0u)
         << wire;
     const std::optional<uint64_t> rv =
-        BinlogVersion(items[i].transaction.commit);
+        BinlogVersion(0, items[i].transaction.commit);
     ASSERT_TRUE(rv.has_value());
     EXPECT_EQ(r.events[0]->rv, *rv);
     // Spliced into the object as MySQL prints it (": " between key and

@@ -139,7 +139,8 @@ TEST(PgHandoff, AfterAHistoryResetTheFenceIsHandedOffPastOrRefused) {
   ASSERT_TRUE(AppendTxn(&log, 300, 0, 1));
   const uint64_t old_current = log.current_rv();
   handoff.ResetHistory(/*next_xid=*/40, [&] {
-    log.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10);
+    log.ResetHistory(/*new_floor=*/150, /*fence_hi=*/old_current + 10,
+                     kNoRvCeiling);
   });
   ASSERT_TRUE(AppendTxn(&log, 200, 0));
   // While the stream is still inside the fence, a list read past it is

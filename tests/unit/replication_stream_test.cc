@@ -63,8 +63,8 @@ class ScriptedSource final : public ChangeSource {
   const char* database() const override { return "ScriptDB"; }
   LogField stream_field() const override { return {"script", "test"}; }
   PositionFormatter position_formatter() const override { return &Decimal; }
-  std::string Prepare(ReplicationStats*, uint64_t* floor_rv) override {
-    *floor_rv = 0;
+  std::string Prepare(ReplicationStats*, StreamStart* start) override {
+    start->floor_rv = 0;
     return "";
   }
   bool connected() const override { return connected_; }
@@ -242,7 +242,7 @@ TEST(ReplicationStream, AHistoryResetStartsThePositionsAgain) {
     return !c.empty() && c.back().first == 301;
   }));
   l.source_.OnReconnect(
-      [](ChangeReceiver* r) { r->HistoryReset(50, 1000); });
+      [](ChangeReceiver* r) { r->HistoryReset(50, 1000, kNoRvCeiling); });
   l.source_.AddConnection({Commit(120), Commit(130)});
   l.source_.AppendStep(nullptr);  // the first connection is lost
   ASSERT_TRUE(l.WaitFor([&] {

@@ -57,9 +57,10 @@ TEST(RowChangeConversion, RowsBecomeRowImagesAndPositionsVersions) {
   in.changes = {insert, update, remove};
 
   Transaction out;
-  ASSERT_EQ(ToTransaction(in, &out), "");
-  EXPECT_EQ(out.commit_lsn, 30000007741u);
-  EXPECT_EQ(out.end_lsn, 30000007741u);
+  // Read from a server of history 2 (server_id 2): its range.
+  ASSERT_EQ(ToTransaction(in, 2, &out), "");
+  EXPECT_EQ(out.commit_lsn, 20000030000007741u);
+  EXPECT_EQ(out.end_lsn, 20000030000007741u);
   EXPECT_EQ(out.xid, 181u);
   EXPECT_EQ(out.commit_time_us, int64_t{1796586106} * 1000000);
   EXPECT_FALSE(out.truncated);
@@ -67,7 +68,7 @@ TEST(RowChangeConversion, RowsBecomeRowImagesAndPositionsVersions) {
 
   const RowChange& i = out.changes[0];
   EXPECT_EQ(i.action, RowAction::kInsert);
-  EXPECT_EQ(i.lsn, 30000007095u);
+  EXPECT_EQ(i.lsn, 20000030000007095u);
   EXPECT_TRUE(i.columns.present);
   EXPECT_FALSE(i.identity.present);
   EXPECT_EQ(i.columns[MappedField::kName].text, "p1");
@@ -96,7 +97,7 @@ TEST(RowChangeConversion, TableStatementsTruncate) {
   in.commit = {"b.000001", 100};
   in.table_statements.push_back({"cp", "TRUNCATE TABLE resources"});
   Transaction out;
-  ASSERT_EQ(ToTransaction(in, &out), "");
+  ASSERT_EQ(ToTransaction(in, 0, &out), "");
   EXPECT_TRUE(out.truncated);
 }
 
@@ -108,7 +109,7 @@ TEST(RowChangeConversion, AnOverflowTouchesItsKeysOnly) {
   big.overflowed = true;
   big.touched = {{"", "v1", "pods", "c1"}, {"apps", "v1", "deployments", "c1"}};
   Transaction out;
-  ASSERT_EQ(ToTransaction(big, &out), "");
+  ASSERT_EQ(ToTransaction(big, 0, &out), "");
   EXPECT_TRUE(out.overflowed);
   EXPECT_FALSE(out.touched_unknown);
   const std::set<std::array<std::string, 4>> want = {
@@ -121,14 +122,14 @@ TEST(RowChangeConversion, AnOverflowTouchesItsKeysOnly) {
   unkeyed.commit = {"b.000001", 300};
   unkeyed.overflowed = true;
   unkeyed.touched = {{}};
-  ASSERT_EQ(ToTransaction(unkeyed, &out), "");
+  ASSERT_EQ(ToTransaction(unkeyed, 0, &out), "");
   EXPECT_TRUE(out.touched_unknown);
   unkeyed.touched.clear();
-  ASSERT_EQ(ToTransaction(unkeyed, &out), "");
+  ASSERT_EQ(ToTransaction(unkeyed, 0, &out), "");
   EXPECT_TRUE(out.touched_unknown);
 
   big.touched_unknown = true;  // a row with a NULL key column
-  ASSERT_EQ(ToTransaction(big, &out), "");
+  ASSERT_EQ(ToTransaction(big, 0, &out), "");
   EXPECT_TRUE(out.touched_unknown);
 }
 
@@ -140,11 +141,12 @@ TEST(RowChangeConversion, RowsReadWithOtherColumnsAreRefused) {
   c.after.resize(3);
   in.changes.push_back(c);
   Transaction out;
-  EXPECT_NE(ToTransaction(in, &out).find("mapping's columns"),
+  EXPECT_NE(ToTransaction(in, 0, &out).find("mapping's columns"),
             std::string::npos);
   in.changes.clear();
   in.commit = {"nonumber", 100};
-  EXPECT_NE(ToTransaction(in, &out).find("no file number"), std::string::npos);
+  EXPECT_NE(ToTransaction(in, 0, &out).find("has no number"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -148,6 +149,18 @@ PrivateMariaDb::~PrivateMariaDb() {
   // A stopped (SIGSTOP) server must run again to shut down.
   if (pid_t pid = server_.Pid(); pid > 0) kill(pid, SIGCONT);
   Sandbox("stop", server_.dir, "");
+}
+
+uint64_t RvOf(mysql::MysqlConnection* conn, const mysql::BinlogPosition& at) {
+  uint64_t server_id = 0;
+  if (std::string err = mysql::ReadServerId(conn, &server_id); !err.empty()) {
+    throw std::runtime_error(err);
+  }
+  std::string why;
+  std::optional<uint64_t> rv =
+      mysql::BinlogVersion(mysql::BinlogHistory(server_id), at, &why);
+  if (!rv) throw std::runtime_error(why);
+  return *rv;
 }
 
 std::string RootExec(const MariaDbServer& server, const std::string& sql) {

@@ -56,6 +56,11 @@ class PrivateMariaDb {
   MariaDbServer server_;
 };
 
+// The resourceVersion walwatch gives position `at` of the server `conn` is
+// on (mysql::BinlogVersion in the history of its server_id). Throws
+// std::runtime_error if the server cannot say, or `at` has no version.
+uint64_t RvOf(mysql::MysqlConnection* conn, const mysql::BinlogPosition& at);
+
 // Runs `sql` (one statement, or several separated by ";\n") as root.
 // Returns "" or the error.
 std::string RootExec(const MariaDbServer& server, const std::string& sql);

@@ -40,7 +40,7 @@ uint64_t MariaDbModelSql::LastCommitRv() {
   if (gtid != last_gtid_) {
     search_from_ = FindCommit(conn_, gtid, search_from_);
     last_gtid_ = gtid;
-    last_commit_ = *mysql::BinlogVersion(search_from_);
+    last_commit_ = RvOf(&conn_, search_from_);
   }
   return last_commit_;
 }
@@ -251,7 +251,8 @@ BinlogWitness::BinlogWitness(const MariaDbServer& server,
                              mysql::BinlogErrorKindName(s.kind) + ": " +
                              s.message);
   }
-  read_to_ = mysql::BinlogVersion(end).value_or(0);
+  history_ = mysql::HistoryOfVersion(RvOf(&conn_, end));
+  read_to_ = RvOf(&conn_, end);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -279,9 +280,9 @@ void BinlogWitness::Loop() {
     std::optional<uint64_t> at;
     if (item.type == mysql::BinlogItem::Type::kTransaction) {
       Record(item.transaction);
-      at = mysql::BinlogVersion(item.transaction.commit);
+      at = mysql::BinlogVersion(history_, item.transaction.commit);
     } else {
-      at = mysql::BinlogVersion(item.position);
+      at = mysql::BinlogVersion(history_, item.position);
     }
     if (at && *at > read_to_) {
       read_to_ = *at;
@@ -316,7 +317,7 @@ void BinlogWitness::Record(const mysql::BinlogTransaction& t) {
         break;
     }
   }
-  std::optional<uint64_t> commit = mysql::BinlogVersion(t.commit);
+  std::optional<uint64_t> commit = mysql::BinlogVersion(history_, t.commit);
   if (keys.empty() || !commit) return;
   ++transactions_;
   for (const std::string& key : keys) commits_[key].insert(*commit);
@@ -326,7 +327,7 @@ void BinlogWitness::CatchUp() {
   mysql::BinlogPosition end;
   mysql::BinlogStatus s = mysql::ReadBinlogEnd(&conn_, &end);
   if (!s.ok()) throw std::runtime_error("binlog witness: " + s.message);
-  const uint64_t target = mysql::BinlogVersion(end).value_or(0);
+  const uint64_t target = RvOf(&conn_, end);
   {
     std::unique_lock<std::mutex> lock(mu_);
     read_.wait_for(lock, std::chrono::seconds(120),

@@ -92,6 +92,7 @@ class BinlogWitness : public EventWitness {
 
   mysql::MysqlConnection conn_;  // SHOW MASTER STATUS; CatchUp's thread
   mysql::BinlogReader reader_;   // the reading thread's
+  uint64_t history_ = 0;         // the server's (mysql::BinlogHistory)
   mutable std::mutex mu_;
   std::condition_variable read_;
   // "resource|cluster" -> commit RVs of the transactions that gave an event

@@ -203,7 +203,7 @@ BinlogPosition FindCommit(mysql::MysqlConnection& conn, const std::string& gtid,
 }
 
 uint64_t BinlogWriter::CommitOf(const BinlogPosition& before) {
-  return *mysql::BinlogVersion(FindCommit(conn_, LastGtid(conn_), before));
+  return RvOf(&conn_, FindCommit(conn_, LastGtid(conn_), before));
 }
 
 void MariaDbWalwatchTest::SetUp() {
