@@ -257,14 +257,16 @@ bool IsBinlogFileName(std::string_view name) {
 
 // The handoff's query, in one of two forms (HandoffPosition): snapshot
 // (required) and insertLSN (optional) from PostgreSQL, or binlogFile and
-// binlogPosition (both required) from MySQL/MariaDB.
+// binlogPosition (both required) and serverId (optional) from MySQL/MariaDB.
 std::optional<RequestError> ApplyHandoffQuery(
     const std::vector<QueryParam>& params, HandoffRequest* h) {
   const std::string* snapshot = nullptr;
   const std::string* insert_lsn = nullptr;
   const std::string* binlog_file = nullptr;
   const std::string* binlog_position = nullptr;
+  const std::string* server_id = nullptr;
   for (const QueryParam& p : params) {
+    if (p.key == "serverId" && !server_id) server_id = &p.value;
     if (p.key == "snapshot" && !snapshot) snapshot = &p.value;
     if (p.key == "insertLSN" && !insert_lsn) insert_lsn = &p.value;
     if (p.key == "binlogFile" && !binlog_file) binlog_file = &p.value;
@@ -299,6 +301,15 @@ std::optional<RequestError> ApplyHandoffQuery(
                                  : std::string()) +
           " for binlogPosition: want binlog_snapshot_position, a byte offset "
           "such as 12345");
+    }
+    if (server_id != nullptr) {
+      uint64_t id = 0;
+      if (!ParseUnsigned(*server_id, &id) || id > UINT32_MAX) {
+        return BadRequest("invalid value " + Quoted(server_id->substr(0, 32)) +
+                          " for serverId: want the list's SELECT @@server_id, "
+                          "such as 1");
+      }
+      h->binlog_server_id = id;
     }
     h->binlog_file = *binlog_file;
     h->binlog_position = position;

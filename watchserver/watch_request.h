@@ -8,7 +8,8 @@
 // Health paths: /healthz, /readyz, /livez.
 // RV endpoints for an APIServer's own SQL lists (watchserver/PROTOCOL.md):
 //   /walwatch/v1/handoff?snapshot=<pg_current_snapshot()>[&insertLSN=<pg_lsn>]
-//   /walwatch/v1/handoff?binlogFile=<file>&binlogPosition=<offset>  (MySQL)
+//   /walwatch/v1/handoff?binlogFile=<file>&binlogPosition=<offset>
+//                       [&serverId=<id>]                           (MySQL)
 //   /walwatch/v1/freshrv
 //
 // Path segments and query values are percent-decoded ('+' is a space in the

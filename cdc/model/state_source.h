@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -161,6 +162,8 @@ struct HandoffPosition {
   uint64_t insert_lsn = 0;
   std::string binlog_file;  // set: the MySQL/MariaDB form
   uint64_t binlog_position = 0;
+  // The server the list was read on (its @@server_id), if the client says.
+  std::optional<uint64_t> binlog_server_id;
 
   bool binlog() const { return !binlog_file.empty(); }
 };

@@ -200,17 +200,25 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
   const uint64_t fence_hi =
       BinlogHistoryFloor(history_) +
       (seen / kBinlogVersionFileFactor + 2) * kBinlogVersionFileFactor - 1;
-  LogError("the server's binlog is not the history walwatch read (" + why +
-               "): a failover to another server, a server restored from a "
-               "backup, or a binlog cut short by a crash; every watcher must "
-               "relist, and resourceVersions in the fence are refused from "
-               "now on",
-           {{"resume_at", resume_.ToString()},
-            {"new_position", end.ToString()},
-            {"served_up_to", FormatBinlogVersion(receiver->served_rv())},
-            {"fence_from", FormatBinlogVersion(*new_floor + 1)},
-            {"fence_to", FormatBinlogVersion(fence_hi)}});
-  if (*new_floor < fence_hi) {
+  // Another server_id: the old server's RVs lie in its own range, which
+  // the new floor and ceiling refuse; only a handoff can still bring its
+  // files and offsets in the new range.
+  const bool same_range = history_ == old_history;
+  LogError(
+      "the server's binlog is not the history walwatch read (" + why +
+          "): a failover to another server, a server restored from a "
+          "backup, or a binlog cut short by a crash; every watcher must "
+          "relist, and " +
+          (same_range ? "resourceVersions in the fence are refused from now on"
+                      : "the old server's resourceVersions (another server_id, "
+                        "another range) and handoffs of lists in the fence are "
+                        "refused from now on"),
+      {{"resume_at", resume_.ToString()},
+       {"new_position", end.ToString()},
+       {"served_up_to", FormatBinlogVersion(receiver->served_rv())},
+       {"fence_from", FormatBinlogVersion(*new_floor + 1)},
+       {"fence_to", FormatBinlogVersion(fence_hi)}});
+  if (same_range && *new_floor < fence_hi) {
     LogWarn(
         "the server's binlog positions lie inside the fence: watches "
         "that resume from its new resourceVersions get 410 until it "
@@ -218,7 +226,9 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
         "file number passes the fence's)",
         {{"fence_to", FormatBinlogVersion(fence_hi)}});
   }
-  receiver->HistoryReset(*new_floor, fence_hi, BinlogHistoryCeiling(history_));
+  handoff_fence_.Set(*new_floor, fence_hi);
+  receiver->HistoryReset(*new_floor, same_range ? fence_hi : 0,
+                         BinlogHistoryCeiling(history_));
   resume_ = end;
   received_ = 0;
   return "";

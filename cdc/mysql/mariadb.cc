@@ -31,6 +31,7 @@ std::unique_ptr<StateWorkerPool> MariaDb::Start(
   state.workers = options_.state_workers;
   state.catch_up_timeout = options_.catch_up_timeout;
   state.query_timeout = options_.source.silence_timeout;
+  state.handoff_fence = source_.handoff_fence();
   auto service = std::make_unique<MariaDbStateService>(state, log);
   monitor_.Start();
   source_.SetHighestServerPosition([this](uint64_t history) {

@@ -28,9 +28,11 @@
 //     resume position the one walwatch tracked (MariaDB). A binlog
 //     purged before walwatch read it is a Gap (every watcher relists); a
 //     server with another history (a failover, a server restored from a
-//     backup, a binlog cut short by a crash) is a HistoryReset with a fence
-//     over the RVs the old one may have served, and the stream continues
-//     from the new server's end.
+//     backup, a binlog cut short by a crash) is a HistoryReset, and the
+//     stream continues from the new server's end. The RVs the old one may
+//     have served are fenced: in the event log if the new server's range
+//     is the old one's (the same server_id); else the range refuses them,
+//     and only handoffs are fenced (handoff_fence.h).
 //
 // Threads and ownership: as ChangeSource says; the fetcher's thread and a
 // StopInterrupter's are the source's own. The catalog must outlive it.
@@ -48,6 +50,7 @@
 #include "cdc/mysql/binlog_files.h"
 #include "cdc/mysql/binlog_position.h"
 #include "cdc/mysql/binlog_reader.h"
+#include "cdc/mysql/handoff_fence.h"
 #include "cdc/mysql/mysql_conn.h"
 #include "cdc/mysql/stop_interrupter.h"
 #include "schema/table_mapping.h"
@@ -92,6 +95,10 @@ class MariaDbSource final : public ChangeSource {
   // history (the monitor's). After a failover, RVs up to it may have been
   // served by other replicas, so the fence covers them.
   void SetHighestServerPosition(std::function<uint64_t(uint64_t)> highest);
+
+  // What handoffs must refuse after a failover to another server_id (see
+  // handoff_fence.h); the state service reads it.
+  const HandoffFence* handoff_fence() const { return &handoff_fence_; }
 
   // ChangeSource.
   const char* database() const override { return "MySQL/MariaDB"; }
@@ -173,6 +180,7 @@ class MariaDbSource final : public ChangeSource {
   uint64_t bytes_at_last_check_ = 0;
   bool waiting_for_busy_reader_ = false;
   std::function<uint64_t(uint64_t)> highest_server_position_;
+  HandoffFence handoff_fence_;
   Transaction txn_;
 };
 

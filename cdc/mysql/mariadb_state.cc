@@ -261,9 +261,21 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
   if (std::string err; !Connect(&err)) {
     return Answer(done, 500, "InternalError", err);
   }
-  const std::optional<uint64_t> rv = Version(listed, &why);
+  // The list's server: the one the client names, else this connection's.
+  const std::optional<uint64_t> rv =
+      at.binlog_server_id
+          ? BinlogVersion(BinlogHistory(*at.binlog_server_id), listed, &why)
+          : Version(listed, &why);
   if (!rv) return Answer(done, 400, "BadRequest", why);
-  if (!SameServerAsStream()) {
+  if (at.binlog_server_id) {
+    if (HistoryOfVersion(*rv) != HistoryOfVersion(log_->ceiling_rv())) {
+      return Answer(done, 410, "Expired",
+                    "the list was read on server_id " +
+                        std::to_string(*at.binlog_server_id) +
+                        ", which is not the server walwatch's stream reads "
+                        "(a failover): list again");
+    }
+  } else if (!SameServerAsStream()) {
     // The list's server may be this connection's or the stream's: its
     // position may name either's file and offset. Listed again, it is read
     // where the stream will be.
@@ -271,6 +283,17 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
     return Answer(done, 410, "Expired",
                   "walwatch's stream reads another server than this "
                   "walwatch's connections (a failover): list again");
+  }
+  // A list known to be of this server needs no fence: its position is
+  // this server's.
+  if (!at.binlog_server_id && options_->handoff_fence != nullptr &&
+      options_->handoff_fence->Contains(*rv)) {
+    return Answer(done, 410, "Expired",
+                  "binlog position " + listed.ToString() +
+                      " may be the server's before the failover walwatch "
+                      "followed, read through a connection to it: list "
+                      "again, and pass serverId (the list's SELECT "
+                      "@@server_id)");
   }
   // One the server has not reached was not read in a snapshot of it, and
   // would hold this worker for --too-large-rv-wait for nothing.

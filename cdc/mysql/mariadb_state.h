@@ -14,8 +14,9 @@
 //      yet): 504, retry (a handoff: 410, list again);
 //   2. wait until the replication stream has passed P (heartbeats report
 //      the position of an idle server), at most `catch_up_timeout`: 504;
-//   3. P below the log's floor, or inside a fence: 410 (the watch that
-//      continues it could not start there);
+//   3. P below the log's floor, or inside a fence (the handoff's too,
+//      handoff_fence.h): 410 (the watch that continues it could not start
+//      there);
 //   4. read the rows in the snapshot as ADDED events carrying P.
 // The handoff endpoint does 2 and 3 for a list the APIServer read itself in
 // such a snapshot (PROTOCOL.md, "Handoff"); a fresh RV waits for SHOW MASTER
@@ -32,6 +33,7 @@
 #include <chrono>
 #include <cstddef>
 
+#include "cdc/mysql/handoff_fence.h"
 #include "cdc/mysql/mysql_conn.h"
 #include "cdc/state_workers.h"
 #include "schema/table_mapping.h"
@@ -54,6 +56,9 @@ struct MariaDbStateOptions {
   // resourceVersion (WatchList's NotOlderThan).
   int max_retries = 5;
   size_t rows_per_fetch = 500;
+  // The source's (MariaDbSource::handoff_fence), if any; it must outlive
+  // the service.
+  const HandoffFence* handoff_fence = nullptr;
 };
 
 class MariaDbStateService final : public StateWorkerPool {

@@ -354,7 +354,14 @@ TEST(WatchRequest, HandoffInTheBinlogForm) {
   EXPECT_TRUE(p.handoff.binlog());
   EXPECT_EQ(p.handoff.binlog_file, "mariadb-bin.000003");
   EXPECT_EQ(p.handoff.binlog_position, 1234u);
+  EXPECT_FALSE(p.handoff.binlog_server_id.has_value());
   EXPECT_TRUE(p.handoff.snapshot.empty());
+  // With the server the list was read on.
+  p = Get(
+      "/walwatch/v1/handoff?binlogFile=mariadb-bin.000003&binlogPosition=1234"
+      "&serverId=4294967295");
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_EQ(p.handoff.binlog_server_id, 4294967295u);
   // A file name with its folder, as some servers report it.
   p =
       Get("/walwatch/v1/handoff?binlogFile=%2Fvar%2Flib%2Fmysql%2Fbinlog."
@@ -372,6 +379,15 @@ TEST(WatchRequest, HandoffInTheBinlogForm) {
     std::string message = ExpectError(
         Get(std::string("/walwatch/v1/handoff?") + bad), 400, "BadRequest");
     EXPECT_NE(message.find("binlog"), std::string::npos) << bad;
+  }
+  for (const char* bad :
+       {"serverId=x", "serverId=", "serverId=-1", "serverId=4294967296"}) {
+    std::string message =
+        ExpectError(Get(std::string("/walwatch/v1/handoff?binlogFile=b.1&"
+                                    "binlogPosition=4&") +
+                        bad),
+                    400, "BadRequest");
+    EXPECT_NE(message.find("serverId"), std::string::npos) << bad;
   }
   // One form or the other.
   EXPECT_NE(ExpectError(Get("/walwatch/v1/handoff?snapshot=1:2:&binlogFile="
