@@ -212,23 +212,8 @@ TEST_P(MariaDbFailoverTest, EveryWatchEndsWith410AndOldRvsAreRefused) {
   ASSERT_NO_FATAL_FAILURE(StartTraffic());
 
   // Writes on A, each received exactly once before the failover.
-  const auto& watchers_on_a = watchers();
-  writer_->Stop();
-  ASSERT_EQ(writer_->fatal(), "");
-  ASSERT_TRUE(writer_->WriteTail());
-  const auto log_on_a = writer_->Log();
-  std::map<const FaultWatcher*, size_t> want_on_a;
-  for (auto* w : watchers_on_a) {
-    for (const auto& e : log_on_a) want_on_a[w] += w->filter().Matches(e);
-    EXPECT_TRUE(w->WaitForEvents(want_on_a[w], In(kDeliveryWait)))
-        << w->filter().path;
-  }
-  // The watchers have seen A's last event (the writer's tail).
-  uint64_t old_rv = 0;
-  for (auto* w : watchers_on_a) {
-    auto r = w->Snapshot();
-    if (!r.events.empty()) old_rv = std::max(old_rv, r.events.back().rv());
-  }
+  const uint64_t old_rv = StopWriterBeforeFailover();
+  ASSERT_FALSE(HasFailure());
   ASSERT_GT(old_rv, 0u);
   EXPECT_EQ(mysql::HistoryOfVersion(old_rv), mysql::BinlogHistory(a_id));
 
@@ -268,14 +253,7 @@ TEST_P(MariaDbFailoverTest, EveryWatchEndsWith410AndOldRvsAreRefused) {
   proxy_->CutAll();
   // Each of A's writes exactly once, in order, none missing, and then the
   // 410 that makes the watcher relist.
-  const auto expired_by = In(seconds(60));
-  for (auto* w : watchers_on_a) {
-    EXPECT_TRUE(w->WaitForExpired(expired_by)) << w->filter().path;
-    w->Stop();
-    EXPECT_TRUE(PrefixThenExpired(log_on_a, *w));
-    EXPECT_EQ(w->events(), want_on_a[w])
-        << w->filter().path << ": not every write on A arrived before the 410";
-  }
+  ExpectEveryWriteThenExpired();
   auto reset_lines = [&] {
     std::vector<nlohmann::json> lines;
     for (auto& line : ww_->LogLines()) {

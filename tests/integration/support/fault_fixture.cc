@@ -315,6 +315,36 @@ void FaultTest::StopWriterAndCheckExact(
             << "\n";
 }
 
+uint64_t FaultTest::StopWriterBeforeFailover() {
+  writer_->Stop();
+  EXPECT_EQ(writer_->fatal(), "");
+  EXPECT_TRUE(writer_->WriteTail());
+  before_failover_ = writer_->Log();
+  want_before_failover_.clear();
+  uint64_t highest = 0;
+  for (auto* w : watchers()) {
+    size_t& want = want_before_failover_[w];
+    for (const auto& e : before_failover_) want += w->filter().Matches(e);
+    EXPECT_TRUE(w->WaitForEvents(want, In(kDeliveryWait))) << w->filter().path;
+    // Its last event is the writer's tail: it has received everything.
+    auto r = w->Snapshot();
+    if (!r.events.empty()) highest = std::max(highest, r.events.back().rv());
+  }
+  return highest;
+}
+
+void FaultTest::ExpectEveryWriteThenExpired(seconds timeout) {
+  const auto expired_by = In(timeout);
+  for (auto* w : watchers()) {
+    EXPECT_TRUE(w->WaitForExpired(expired_by)) << w->filter().path;
+    w->Stop();
+    EXPECT_TRUE(PrefixThenExpired(before_failover_, *w));
+    EXPECT_EQ(w->events(), want_before_failover_[w])
+        << w->filter().path
+        << ": not every write before the failover arrived before the 410";
+  }
+}
+
 void FaultTest::ExpectAllExpired(const std::vector<FaultWatcher*>& watchers,
                                  size_t from, seconds timeout) {
   auto deadline = In(timeout);

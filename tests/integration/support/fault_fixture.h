@@ -203,6 +203,14 @@ class FaultTest : public ::testing::Test {
   void StopWriterAndCheckExact(const std::vector<FaultWatcher*>& watchers,
                                size_t from = 0,
                                std::vector<FaultWatcher*> since_start = {});
+  // Before a failover: stops the writer, writes the tail, and waits until
+  // every watcher of watchers() has each write it matches. Returns the
+  // highest RV any of them received (0 if none).
+  uint64_t StopWriterBeforeFailover();
+  // After the failover: each watcher of watchers() got every write before
+  // it exactly once, in order, then a 410, within `timeout`.
+  void ExpectEveryWriteThenExpired(
+      std::chrono::seconds timeout = std::chrono::seconds(60));
   // Every watcher got a 410 after an exact prefix of the writes from `from`.
   void ExpectAllExpired(
       const std::vector<FaultWatcher*>& watchers, size_t from = 0,
@@ -313,6 +321,9 @@ class FaultTest : public ::testing::Test {
   std::vector<FaultWatcher*> watchers_0_;
   std::vector<std::unique_ptr<FaultWatcher>> all_watchers_;
   std::map<size_t, ModelState> initial_states_;  // by index in all_watchers_
+  // StopWriterBeforeFailover's writes, and what each watcher matches of them.
+  std::vector<ExpectedEvent> before_failover_;
+  std::map<const FaultWatcher*, size_t> want_before_failover_;
 };
 
 // Whether anything (a file, a socket) is at `path`.
