@@ -182,12 +182,8 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
   if (!new_floor) return bad;
   // Another replica may have served up to the old server's end (as last
   // polled), and the old server may have written past even that, into a
-  // new file: fence every file and offset up to the end of the file after
-  // the highest one seen, in the new server's range too. A list an
-  // APIServer read on the old server may still be handed over by a state
-  // worker connected to the new one, which gives its position the new
-  // server's history. RVs of the old server's range, if it is another, lie
-  // below the new floor or above the new ceiling: refused as well.
+  // new file: the fence reaches the end of the file after the highest file
+  // and offset seen, placed in the new server's range.
   uint64_t seen = 0;
   for (uint64_t v :
        {receiver->served_rv(), received_,
@@ -200,9 +196,12 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
   const uint64_t fence_hi =
       BinlogHistoryFloor(history_) +
       (seen / kBinlogVersionFileFactor + 2) * kBinlogVersionFileFactor - 1;
-  // Another server_id: the old server's RVs lie in its own range, which
-  // the new floor and ceiling refuse; only a handoff can still bring its
-  // files and offsets in the new range.
+  // The same server_id: one range, and any RV in the fence may be the old
+  // server's. Another: the old server's RVs lie in its own range, which
+  // the new floor and ceiling refuse, and only a handoff can still bring
+  // its files and offsets into the new range (a list read on the old
+  // server, handed over through a connection to the new one, gets the new
+  // server's history): handoff_fence.h.
   const bool same_range = history_ == old_history;
   LogError(
       "the server's binlog is not the history walwatch read (" + why +
