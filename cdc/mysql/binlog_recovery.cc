@@ -156,7 +156,7 @@ std::string MariaDbSource::ContinueAfterPurge(MysqlConnection* conn,
   const BinlogPosition start{files[0].name, 4};
   if (std::string err = RecordHistory(conn, start); !err.empty()) return err;
   std::string why;
-  const std::optional<uint64_t> gap = BinlogVersion(history_, start, &why);
+  const std::optional<uint64_t> gap = BinlogVersion(history(), start, &why);
   if (!gap) return why;
   LogError(
       "the binlog walwatch had not read yet was purged (PURGE BINARY "
@@ -175,10 +175,10 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
                                                 const std::string& why) {
   BinlogPosition end;
   if (BinlogStatus s = ReadBinlogEnd(conn, &end); !s.ok()) return s.message;
-  const uint64_t old_history = history_;
+  const uint64_t old_history = history();
   if (std::string err = RecordHistory(conn, end); !err.empty()) return err;
   std::string bad;
-  const std::optional<uint64_t> new_floor = BinlogVersion(history_, end, &bad);
+  const std::optional<uint64_t> new_floor = BinlogVersion(history(), end, &bad);
   if (!new_floor) return bad;
   // Another replica may have served up to the old server's end (as last
   // polled), and the old server may have written past even that, into a
@@ -194,7 +194,7 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
     }
   }
   const uint64_t fence_hi =
-      BinlogHistoryFloor(history_) +
+      BinlogHistoryFloor(history()) +
       (seen / kBinlogVersionFileFactor + 2) * kBinlogVersionFileFactor - 1;
   // The same server_id: one range, and any RV in the fence may be the old
   // server's. Another: the old server's RVs lie in its own range, which
@@ -202,7 +202,7 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
   // its files and offsets into the new range (a list read on the old
   // server, handed over through a connection to the new one, gets the new
   // server's history): handoff_fence.h.
-  const bool same_range = history_ == old_history;
+  const bool same_range = history() == old_history;
   LogError(
       "the server's binlog is not the history walwatch read (" + why +
           "): a failover to another server, a server restored from a "
@@ -227,7 +227,7 @@ std::string MariaDbSource::ContinueInNewHistory(MysqlConnection* conn,
   }
   handoff_fence_.Set(*new_floor, fence_hi);
   receiver->HistoryReset(*new_floor, same_range ? fence_hi : 0,
-                         BinlogHistoryCeiling(history_));
+                         BinlogHistoryCeiling(history()));
   resume_ = end;
   received_ = 0;
   return "";

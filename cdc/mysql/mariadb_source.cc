@@ -118,7 +118,7 @@ ChangeSource::Step MariaDbSource::Next(ChangeReceiver* receiver,
   const BinlogItem& item = f.item;
   std::string why;
   const std::optional<uint64_t> version =
-      BinlogVersion(history_, item.position, &why);
+      BinlogVersion(history(), item.position, &why);
   if (!version) {
     *error = why;
     return Step::kEnd;
@@ -138,7 +138,7 @@ ChangeSource::Step MariaDbSource::Next(ChangeReceiver* receiver,
     ++stats->duplicate_transactions;
     return Step::kMessage;
   }
-  std::string err = ToTransaction(item.transaction, history_, &txn_);
+  std::string err = ToTransaction(item.transaction, history(), &txn_);
   if (!err.empty()) {
     *error = err;
     return Step::kEnd;

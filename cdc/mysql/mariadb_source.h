@@ -133,10 +133,11 @@ class MariaDbSource final : public ChangeSource {
   // wrote files before that one (they were purged).
   std::string ChooseStart(MysqlConnection* conn, BinlogPosition* start,
                           bool* purged);
-  // The history markers at `at`: the server's server_id (history_), and
+  // The history markers at `at`: the server's server_id, and
   // MariaDB's GTID state or MySQL's server_uuid (gtid_state_,
   // server_uuid_).
   std::string RecordHistory(MysqlConnection* conn, const BinlogPosition& at);
+  uint64_t history() const { return BinlogHistory(source_server_id_); }
 
   // binlog_recovery.cc.
   enum class History { kSame, kPurged, kOther };
@@ -164,11 +165,10 @@ class MariaDbSource final : public ChangeSource {
   std::unique_ptr<BinlogFetcher> fetcher_;
   // Where reading again loses nothing: the end of the last item taken.
   BinlogPosition resume_;
-  // The history walwatch read up to resume_: the server's server_id and
-  // its BinlogHistory, which every version carries; MariaDB's GTID state
+  // The history walwatch read up to resume_: the server's server_id, whose
+  // BinlogHistory every version carries (history()); MariaDB's GTID state
   // there; MySQL's server_uuid.
   uint64_t source_server_id_ = 0;
-  uint64_t history_ = 0;
   std::optional<GtidState> gtid_state_;
   std::string server_uuid_;
   // The last open failed because the server has no event at the resume

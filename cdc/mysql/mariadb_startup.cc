@@ -250,7 +250,6 @@ std::string MariaDbSource::RecordHistory(MysqlConnection* conn,
   if (std::string err = ReadServerId(conn, &source_server_id_); !err.empty()) {
     return err;
   }
-  history_ = BinlogHistory(source_server_id_);
   if (mariadb_) {
     if (std::string err = ReadGtidState(conn, at, &gtid_state_); !err.empty()) {
       return err;
@@ -310,12 +309,12 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
       return err;
     }
     std::string why;
-    const std::optional<uint64_t> floor = BinlogVersion(history_, start, &why);
+    const std::optional<uint64_t> floor = BinlogVersion(history(), start, &why);
     if (!floor) return why;
     BinlogStatus s = StartStreaming(start);
     if (s.ok()) {
       stream_start->floor_rv = *floor;
-      stream_start->ceiling_rv = BinlogHistoryCeiling(history_);
+      stream_start->ceiling_rv = BinlogHistoryCeiling(history());
       if (purged) {
         // A watch that resumes from before the floor gets 410: a gap, as
         // when the binlog is purged under a running walwatch.
@@ -335,7 +334,7 @@ std::string MariaDbSource::Prepare(ReplicationStats* stats,
                {"table", opt_.conn.database + "." + opt_.mapping.table},
                {"from", start.ToString()},
                {"source_server_id", source_server_id_},
-               {"history", history_},
+               {"history", history()},
                {"gtid_state", gtid_state_ ? gtid_state_->ToString() : ""}});
       return "";
     }
