@@ -269,23 +269,9 @@ class MariaDbTlsTest : public MariaDbConnectionTest {
   // trusts), and performance_schema for the sessions' status.
   void StartTlsServer() {
     const std::string d = TempPath("");
-    ASSERT_NO_FATAL_FAILURE(Shell(
-        "set -e; cd " + d +
-        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
-        "-subj '/CN=walwatch test CA' -keyout ca.key -out ca.crt"
-        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
-        "-subj '/CN=walwatch other CA' -keyout other-ca.key -out other-ca.crt"
-        "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.cnf"
-        "; printf 'extendedKeyUsage=clientAuth\\n' > client.cnf"
-        "; sign() { openssl req -newkey rsa:2048 -nodes -subj \"$3\" "
-        "-keyout $2.key -out $2.csr"
-        "; openssl x509 -req -in $2.csr -CA $1.crt -CAkey $1.key "
-        "-CAcreateserial -days 2 -extfile $4 -out $2.crt; }"
-        "; sign ca server /CN=127.0.0.1 san.cnf"
-        "; sign ca client /CN=walwatch client.cnf"
-        "; sign other-ca other-client /CN=walwatch client.cnf"
-        // The server runs as the mysql user: it must read its key.
-        "; chmod 644 *"));
+    // The server runs as the mysql user: it must read its key.
+    ASSERT_NO_FATAL_FAILURE(MakeTestCertificates(
+        d, "IP:127.0.0.1,DNS:localhost", "chmod 644 *"));
     ASSERT_NO_FATAL_FAILURE(UsePrivateServer(
         "ssl-ca=" + d + "ca.crt;ssl-cert=" + d + "server.crt;ssl-key=" + d +
         "server.key;performance_schema=ON"));

@@ -61,24 +61,9 @@ class PgTlsTest : public ::testing::Test {
   // clients' CA, where the walwatch role may log in only over TLS with a
   // certificate (`cert`), and a database `cp` with Clusterpedia's table.
   void StartTlsCluster() {
-    ASSERT_NO_FATAL_FAILURE(Shell(
-        "set -e; cd " + dir_ +
-        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
-        "-subj '/CN=walwatch test CA' -keyout ca.key -out ca.crt"
-        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
-        "-subj '/CN=walwatch other CA' -keyout other-ca.key -out other-ca.crt"
-        "; printf 'subjectAltName=IP:127.0.0.1\\n' > san.cnf"
-        "; printf 'extendedKeyUsage=clientAuth\\n' > client.cnf"
-        "; sign() { openssl req -newkey rsa:2048 -nodes -subj \"$3\" "
-        "-keyout $2.key -out $2.csr"
-        "; openssl x509 -req -in $2.csr -CA $1.crt -CAkey $1.key "
-        "-CAcreateserial -days 2 -extfile $4 -out $2.crt; }"
-        "; sign ca server /CN=127.0.0.1 san.cnf"
-        "; sign ca client /CN=walwatch client.cnf"
-        "; sign other-ca other-client /CN=walwatch client.cnf"
-        "; chmod 644 *.crt"
-        // libpq and the server refuse a key others may read.
-        "; chmod 600 *.key"));
+    // libpq and the server refuse a key others may read.
+    ASSERT_NO_FATAL_FAILURE(MakeTestCertificates(
+        dir_, "IP:127.0.0.1", "chmod 644 *.crt; chmod 600 *.key"));
     if (geteuid() == 0) {
       struct passwd* pw = getpwnam("postgres");
       ASSERT_NE(pw, nullptr) << "running as root but no postgres user";

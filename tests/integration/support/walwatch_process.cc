@@ -211,6 +211,27 @@ void Shell(const std::string& command, std::chrono::milliseconds timeout) {
       << r.output;
 }
 
+void MakeTestCertificates(const std::string& dir, const std::string& san,
+                          const std::string& permissions) {
+  Shell("set -e; cd " + dir +
+        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+        "-subj '/CN=walwatch test CA' -keyout ca.key -out ca.crt"
+        "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+        "-subj '/CN=walwatch other CA' -keyout other-ca.key -out other-ca.crt"
+        "; printf 'subjectAltName=" +
+        san +
+        "\\n' > san.cnf"
+        "; printf 'extendedKeyUsage=clientAuth\\n' > client.cnf"
+        "; sign() { openssl req -newkey rsa:2048 -nodes -subj \"$3\" "
+        "-keyout $2.key -out $2.csr"
+        "; openssl x509 -req -in $2.csr -CA $1.crt -CAkey $1.key "
+        "-CAcreateserial -days 2 -extfile $4 -out $2.crt; }"
+        "; sign ca server /CN=127.0.0.1 san.cnf"
+        "; sign ca client /CN=walwatch client.cnf"
+        "; sign other-ca other-client /CN=walwatch client.cnf; " +
+        permissions);
+}
+
 // ---------------------------------------------------------------------------
 // WalwatchProcess
 

@@ -85,6 +85,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 void Shell(const std::string& command,
            std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// A test PKI in `dir` (openssl, keys unencrypted, valid two days): two
+// self-signed CAs, ca and other-ca; server (by ca, CN=127.0.0.1, with the
+// subjectAltName `san`, e.g. "IP:127.0.0.1"); client (by ca) and
+// other-client (by other-ca), both CN=walwatch for clientAuth. Each as
+// NAME.key, NAME.crt (and NAME.csr). Then runs `permissions` in `dir`: the
+// servers' rules for who may read a key differ.
+void MakeTestCertificates(const std::string& dir, const std::string& san,
+                          const std::string& permissions);
+
 struct WalwatchOptions {
   std::string conninfo;
   std::string slot;
