@@ -276,6 +276,13 @@ class MariaDbTlsTest : public MariaDbConnectionTest {
         "ssl-ca=" + d + "ca.crt;ssl-cert=" + d + "server.crt;ssl-key=" + d +
         "server.key;performance_schema=ON"));
   }
+
+  // A walwatch on each of `conninfos`, each ready, and a pod `name`
+  // inserted now reaches a watch of each, as ADDED at its commit.
+  // *launched: the walwatches, in order.
+  void LaunchEachAndDeliver(const std::vector<std::string>& conninfos,
+                            const std::string& name,
+                            std::vector<WalwatchProcess*>* launched);
 };
 
 // Per session of the account: its command, the host the server sees
@@ -326,6 +333,27 @@ void ExpectAddedAt(std::initializer_list<WatchClient*> watches, uint64_t c,
   }
 }
 
+void MariaDbTlsTest::LaunchEachAndDeliver(
+    const std::vector<std::string>& conninfos, const std::string& name,
+    std::vector<WalwatchProcess*>* launched) {
+  for (const std::string& conninfo : conninfos) {
+    launched->push_back(&Launch(conninfo));
+  }
+  for (WalwatchProcess* ww : *launched) {
+    ASSERT_TRUE(ww->WaitReady(kStartupBound));
+  }
+  BinlogWriter writer(server(), database());
+  std::vector<WatchClient> watches(launched->size());
+  for (size_t i = 0; i < watches.size(); ++i) {
+    ASSERT_TRUE(OpenWatchOn(watches[i], (*launched)[i]->socket_path(),
+                            "/api/v1/pods", {}));
+  }
+  const uint64_t c = writer.Insert(Pod("c1", "default", name));
+  for (WatchClient& watch : watches) {
+    ASSERT_NO_FATAL_FAILURE(ExpectAddedAt({&watch}, c, name));
+  }
+}
+
 // The server's view of the account's sessions: at least `streams` binlog
 // streams (one per walwatch), every session encrypted, and, where `host`
 // is given, every one from that host.
@@ -352,26 +380,17 @@ void ExpectSessionsEncrypted(const MariaDbServer& server,
 // walwatch's as encrypted.
 TEST_F(MariaDbTlsTest, VerifyIdentityAndRequiredStreamEncrypted) {
   ASSERT_NO_FATAL_FAILURE(StartTlsServer());
-  WalwatchProcess& verifying = Launch(Conninfo(
-      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
-  WalwatchProcess& requiring = Launch(Conninfo(kPassword, "ssl-mode=REQUIRED"));
-  ASSERT_TRUE(verifying.WaitReady(kStartupBound));
-  ASSERT_TRUE(requiring.WaitReady(kStartupBound));
-  BinlogWriter writer(server(), database());
-  WatchClient watch_verifying, watch_requiring;
-  ASSERT_TRUE(OpenWatchOn(watch_verifying, verifying.socket_path(),
-                          "/api/v1/pods", {}));
-  ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
-                          "/api/v1/pods", {}));
-  const uint64_t c = writer.Insert(Pod("c1", "default", "over-tls"));
-  ASSERT_NO_FATAL_FAILURE(
-      ExpectAddedAt({&watch_verifying, &watch_requiring}, c, "over-tls"));
+  std::vector<WalwatchProcess*> ww;
+  ASSERT_NO_FATAL_FAILURE(LaunchEachAndDeliver(
+      {Conninfo(kPassword,
+                "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")),
+       Conninfo(kPassword, "ssl-mode=REQUIRED")},
+      "over-tls", &ww));
 
   // The server's view: walwatch's sessions (a binlog stream of each at
   // least), each encrypted.
   ExpectSessionsEncrypted(server(), user(), 2);
-  EXPECT_TRUE(NeverShows(verifying, kPassword));
-  EXPECT_TRUE(NeverShows(requiring, kPassword));
+  for (WalwatchProcess* w : ww) EXPECT_TRUE(NeverShows(*w, kPassword));
 }
 
 TEST_F(MariaDbTlsTest, VerifyIdentityWithAnotherCaIsOneLineNamingTheFix) {
@@ -524,21 +543,12 @@ TEST_F(MariaDbTlsTest, AClientCertificateFaultIsOneLineNamingTheFix) {
 TEST_F(MariaDbTlsTest, TlsOnTheUnixSocketIsNegotiatedAndVerified) {
   ASSERT_NO_FATAL_FAILURE(StartTlsServer());
   ASSERT_NO_FATAL_FAILURE(RequireOnAccount("SSL"));
-  WalwatchProcess& verifying = Launch(SocketConninfo(
-      kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
-  WalwatchProcess& requiring =
-      Launch(SocketConninfo(kPassword, "ssl-mode=REQUIRED"));
-  ASSERT_TRUE(verifying.WaitReady(kStartupBound));
-  ASSERT_TRUE(requiring.WaitReady(kStartupBound));
-  BinlogWriter writer(server(), database());
-  WatchClient watch_verifying, watch_requiring;
-  ASSERT_TRUE(OpenWatchOn(watch_verifying, verifying.socket_path(),
-                          "/api/v1/pods", {}));
-  ASSERT_TRUE(OpenWatchOn(watch_requiring, requiring.socket_path(),
-                          "/api/v1/pods", {}));
-  const uint64_t c = writer.Insert(Pod("c1", "default", "over-the-socket"));
-  ASSERT_NO_FATAL_FAILURE(ExpectAddedAt({&watch_verifying, &watch_requiring}, c,
-                                        "over-the-socket"));
+  std::vector<WalwatchProcess*> ww;
+  ASSERT_NO_FATAL_FAILURE(LaunchEachAndDeliver(
+      {SocketConninfo(kPassword,
+                      "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")),
+       SocketConninfo(kPassword, "ssl-mode=REQUIRED")},
+      "over-the-socket", &ww));
   // "localhost": the socket (on TCP the server sees 127.0.0.1:port).
   ExpectSessionsEncrypted(server(), user(), 2, "localhost");
 
@@ -565,10 +575,8 @@ TEST_F(MariaDbTlsTest, TlsOnTheUnixSocketIsNegotiatedAndVerified) {
   WalwatchProcess& tcp = Launch(Conninfo(
       kPassword, "ssl-mode=VERIFY_IDENTITY ssl-ca=" + TempPath("ca.crt")));
   ASSERT_TRUE(tcp.WaitReady(kStartupBound));
-  for (WalwatchProcess* ww :
-       {&verifying, &requiring, &plain, &misnamed, &tcp}) {
-    EXPECT_TRUE(NeverShows(*ww, kPassword));
-  }
+  ww.insert(ww.end(), {&plain, &misnamed, &tcp});
+  for (WalwatchProcess* w : ww) EXPECT_TRUE(NeverShows(*w, kPassword));
 }
 
 }  // namespace
