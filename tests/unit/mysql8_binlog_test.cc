@@ -111,35 +111,39 @@ std::string Binlog(Layout* at) {
   v2_events.events_null = false;
   v2_events.events = jb::Doc(jb::Object({{"a", jb::Int16(1)}}));
 
-  at->insert_gtid = b.Gtid(kUuid, 42, 0, 1);
-  b.Query("", "BEGIN");
-  b.TableMap(kTableId, "clusterpedia", "resources", columns);
-  b.WriteRows(kTableId, columns.size(), {ResourcesImage(v1)});
-  b.Xid(1001);
-  at->insert_end = b.size();
-
-  b.Gtid(kUuid, 43, 1, 2);
-  b.Query("", "BEGIN");
-  b.TableMap(kTableId, "clusterpedia", "resources", columns);
-  b.UpdateRows(kTableId, columns.size(),
-               {{ResourcesImage(v1), ResourcesImage(v2)}});
-  b.Xid(1002);
-  at->update_end = b.size();
-
-  b.Gtid(kUuid, 44, 2, 3);
-  b.Query("", "BEGIN");
-  b.TableMap(kTableId, "clusterpedia", "resources", columns);
-  b.UpdateRows(kTableId, columns.size(),
-               {{ResourcesImage(v2), ResourcesImage(v2_events)}});
-  b.Xid(1003);
-  at->noop_end = b.size();
-
-  b.Gtid(kUuid, 45, 3, 4);
-  b.Query("", "BEGIN");
-  b.TableMap(kTableId, "clusterpedia", "resources", columns);
-  b.DeleteRows(kTableId, columns.size(), {ResourcesImage(v2_events)});
-  b.Xid(1004);
-  at->delete_end = b.size();
+  // The transaction of GTID kUuid:gno (sequence number gno - 41, after the
+  // one before it) with `rows`; *end: where its XID ends. Returns where its
+  // GTID event starts.
+  auto transaction = [&](uint64_t gno, uint64_t xid,
+                         const std::function<void()>& rows, size_t* end) {
+    const size_t gtid = b.Gtid(kUuid, gno, gno - 42, gno - 41);
+    b.Query("", "BEGIN");
+    b.TableMap(kTableId, "clusterpedia", "resources", columns);
+    rows();
+    b.Xid(xid);
+    *end = b.size();
+    return gtid;
+  };
+  const size_t n = columns.size();
+  at->insert_gtid = transaction(
+      42, 1001, [&] { b.WriteRows(kTableId, n, {ResourcesImage(v1)}); },
+      &at->insert_end);
+  transaction(
+      43, 1002,
+      [&] {
+        b.UpdateRows(kTableId, n, {{ResourcesImage(v1), ResourcesImage(v2)}});
+      },
+      &at->update_end);
+  transaction(
+      44, 1003,
+      [&] {
+        b.UpdateRows(kTableId, n,
+                     {{ResourcesImage(v2), ResourcesImage(v2_events)}});
+      },
+      &at->noop_end);
+  transaction(
+      45, 1004, [&] { b.DeleteRows(kTableId, n, {ResourcesImage(v2_events)}); },
+      &at->delete_end);
 
   at->rotate = b.Rotate("binlog.000008");
   return b.bytes();

@@ -90,6 +90,13 @@ std::string Image(const RowImage& row) {
   return LsbBitmap(nulls) + values;
 }
 
+// One image per row (WRITE and DELETE rows events).
+std::vector<const RowImage*> Pointers(const std::vector<RowImage>& rows) {
+  std::vector<const RowImage*> images;
+  for (const RowImage& r : rows) images.push_back(&r);
+  return images;
+}
+
 }  // namespace
 
 Cell NullCell() { return Cell{true, ""}; }
@@ -299,9 +306,7 @@ size_t Mysql8BinlogBuilder::Rows(uint8_t type, uint64_t table_id,
 size_t Mysql8BinlogBuilder::WriteRows(uint64_t table_id, size_t columns,
                                       const std::vector<RowImage>& rows,
                                       const PartitionInfo* part) {
-  std::vector<const RowImage*> images;
-  for (const RowImage& r : rows) images.push_back(&r);
-  return Rows(kWriteRowsV2, table_id, columns, images, part);
+  return Rows(kWriteRowsV2, table_id, columns, Pointers(rows), part);
 }
 
 size_t Mysql8BinlogBuilder::UpdateRows(
@@ -319,9 +324,7 @@ size_t Mysql8BinlogBuilder::UpdateRows(
 size_t Mysql8BinlogBuilder::DeleteRows(uint64_t table_id, size_t columns,
                                        const std::vector<RowImage>& rows,
                                        const PartitionInfo* part) {
-  std::vector<const RowImage*> images;
-  for (const RowImage& r : rows) images.push_back(&r);
-  return Rows(kDeleteRowsV2, table_id, columns, images, part);
+  return Rows(kDeleteRowsV2, table_id, columns, Pointers(rows), part);
 }
 
 size_t Mysql8BinlogBuilder::PartialUpdateRows(uint64_t table_id, size_t columns,
