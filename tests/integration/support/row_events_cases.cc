@@ -41,14 +41,26 @@ uint64_t Delete(ModelSql& sql, const Resource& r) {
   return OpenWatchOn(watch, walwatch.socket_path(), path, std::nullopt);
 }
 
+// Most cases' start: walwatch on the model database, a SQL connection, and
+// a watch of `path`, opened before any write.
+struct Watched {
+  WalwatchProcess* ww = nullptr;
+  std::unique_ptr<ModelSql> sql;
+  WatchClient watch;
+};
+void StartWatching(ModelDatabase& db, const std::string& path, Watched* w) {
+  w->ww = db.StartModelWalwatch(db.ModelWalwatchOptions());
+  ASSERT_NE(w->ww, nullptr);
+  w->sql = db.ConnectModelSql();
+  ASSERT_TRUE(OpenWatch(w->watch, *w->ww, path));
+}
+
 }  // namespace
 
 void InsertUpdateDeleteGiveAddedModifiedDeleted(ModelDatabase& db) {
-  auto* ww = db.StartModelWalwatch(db.ModelWalwatchOptions());
-  ASSERT_NE(ww, nullptr);
-  auto sql = db.ConnectModelSql();
-  WatchClient watch;
-  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  Watched w;
+  ASSERT_NO_FATAL_FAILURE(StartWatching(db, "/api/v1/pods", &w));
+  auto& [ww, sql, watch] = w;
 
   Resource pod = Pod("c1", "default", "p1");
   pod.member_rv = "4711";
@@ -80,12 +92,10 @@ void InsertUpdateDeleteGiveAddedModifiedDeleted(ModelDatabase& db) {
 }
 
 void NamedGroupResourceAndClusterScopedPaths(ModelDatabase& db) {
-  auto* ww = db.StartModelWalwatch(db.ModelWalwatchOptions());
-  ASSERT_NE(ww, nullptr);
-  auto sql = db.ConnectModelSql();
-  WatchClient watch;
-  ASSERT_TRUE(OpenWatch(
-      watch, *ww, "/clusters/c1/apis/apps/v1/namespaces/ns-a/deployments"));
+  Watched w;
+  ASSERT_NO_FATAL_FAILURE(StartWatching(
+      db, "/clusters/c1/apis/apps/v1/namespaces/ns-a/deployments", &w));
+  auto& [ww, sql, watch] = w;
   Resource d = Deployment("c1", "ns-a", "d1");
   d.member_rv = "99";
   const uint64_t c = Insert(*sql, d);
@@ -100,11 +110,9 @@ void NamedGroupResourceAndClusterScopedPaths(ModelDatabase& db) {
 // a new uid. Watchers see the old object go and the new one come, in one
 // transaction: DELETED at c - 1, ADDED at c.
 void ANewUidIsDeletedThenAdded(ModelDatabase& db) {
-  auto* ww = db.StartModelWalwatch(db.ModelWalwatchOptions());
-  ASSERT_NE(ww, nullptr);
-  auto sql = db.ConnectModelSql();
-  WatchClient watch;
-  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  Watched w;
+  ASSERT_NO_FATAL_FAILURE(StartWatching(db, "/api/v1/pods", &w));
+  auto& [ww, sql, watch] = w;
 
   Resource old_pod = Pod("c1", "default", "p1");
   old_pod.uid = "11111111-1111-1111-1111-111111111111";
@@ -140,11 +148,9 @@ void ANewUidIsDeletedThenAdded(ModelDatabase& db) {
 // Clusterpedia records Kubernetes events on the row (its events columns);
 // the object does not change, and watchers see nothing.
 void EventRecordingGivesNoEvent(ModelDatabase& db) {
-  auto* ww = db.StartModelWalwatch(db.ModelWalwatchOptions());
-  ASSERT_NE(ww, nullptr);
-  auto sql = db.ConnectModelSql();
-  WatchClient watch;
-  ASSERT_TRUE(OpenWatch(watch, *ww, "/api/v1/pods"));
+  Watched w;
+  ASSERT_NO_FATAL_FAILURE(StartWatching(db, "/api/v1/pods", &w));
+  auto& [ww, sql, watch] = w;
 
   Resource pod = Pod("c1", "default", "p1");
   uint64_t c_before = Insert(*sql, pod);
