@@ -39,7 +39,7 @@ import (
 const StorageName = "walwatch"
 
 // Register registers NewStorageFactory under StorageName with Clusterpedia's
-// storage registry. A storage plugin's init calls it (see ../plugin); so does
+// storage registry. A storage plugin's init calls it (main.go at this module's root); so does
 // a Clusterpedia build that imports this package.
 func Register() {
 	storage.RegisterStorageFactoryFunc(StorageName, NewStorageFactory)
