@@ -3,8 +3,10 @@
 // apiserver serializes them (Go's encoding/json field order, "details"
 // omitted when absent); BOOKMARK events; and the ResourceVersion answer of
 // the handoff endpoints. Every error walwatch answers over HTTP is a Status,
-// so client-go's error helpers (IsResourceExpired, IsTooLargeResourceVersion,
-// IsNotFound...) classify them as they would the apiserver's.
+// so apimachinery's error helpers (IsResourceExpired, IsNotFound, and
+// HasStatusCause with ResourceVersionTooLarge, which is what
+// k8s.io/apiserver's storage.IsTooLargeResourceVersion checks...) classify
+// them as they would the apiserver's.
 //
 // Thread safety: pure functions; callable from any thread.
 #ifndef WALWATCH_WATCHSERVER_K8S_STATUS_H_
