@@ -31,7 +31,9 @@ import (
 // storage reads the database keys below, plus a `walwatch` section. Keys it
 // does not know (log, metrics, mysql, postgres) are left to internalstorage.
 // As for internalstorage, DB_TYPE, DB_DSN, DB_NETWORK, DB_HOST, DB_PORT,
-// DB_USER, DB_PASSWORD and DB_DATABASE override the file when set.
+// DB_USER, DB_PASSWORD and DB_DATABASE override the file when set; so do
+// WALWATCH_ENDPOINT and WALWATCH_INNER_STORAGE its walwatch section's
+// endpoint and inner (a pod can then share Clusterpedia's own file).
 type Config struct {
 	Type     string `json:"type"` // postgres or mysql
 	DSN      string `json:"dsn"`
@@ -73,6 +75,7 @@ type WalwatchConfig struct {
 	// collection resources and cluster bookkeeping go to it, and only lists
 	// and watches are this storage's. Empty: no inner storage, and this one
 	// serves gets, lists and watches only (the APIServer's verbs).
+	// WALWATCH_INNER_STORAGE overrides.
 	Inner string `json:"inner"`
 	// MaxHeldLists bounds the lists whose snapshot is held between their
 	// pages (limit/continue); each holds a database connection. 0 means 16.
@@ -83,6 +86,10 @@ type WalwatchConfig struct {
 	// was served; a continue after it is answered 410 Expired (client-go's
 	// pager then lists again without pages). 0 means 60s.
 	HeldListIdle metav1.Duration `json:"heldListIdle"`
+	// HandoffTimeout bounds how long a list waits for walwatch to hand off
+	// its snapshot, retries included; then the list is answered 504 (retry).
+	// 0 means 20s.
+	HandoffTimeout metav1.Duration `json:"handoffTimeout"`
 }
 
 // LoadConfig reads the file at path (YAML or JSON) and the environment.
@@ -110,8 +117,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{}
-	if err := json.Unmarshal(jsonData, cfg); err != nil {
+	if jsonData, err = scalarsAsStrings(jsonData); err != nil {
 		return nil, err
 	}
 	var sections struct {
@@ -128,28 +134,22 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 	}
 
+	cfg := &Config{}
+	if err := json.Unmarshal(jsonData, cfg); err != nil {
+		return nil, err
+	}
+
 	for env, field := range map[string]*string{
 		"DB_TYPE": &cfg.Type, "DB_DSN": &cfg.DSN, "DB_NETWORK": &cfg.Network,
 		"DB_HOST": &cfg.Host, "DB_PORT": &cfg.Port, "DB_USER": &cfg.User,
 		"DB_PASSWORD": &cfg.Password, "DB_DATABASE": &cfg.Database,
-		"WALWATCH_ENDPOINT": &cfg.Walwatch.Endpoint,
+		"WALWATCH_ENDPOINT": &cfg.Walwatch.Endpoint, "WALWATCH_INNER_STORAGE": &cfg.Walwatch.Inner,
 	} {
 		if v, ok := os.LookupEnv(env); ok && v != "" {
 			*field = v
 		}
 	}
-	if cfg.Walwatch.Endpoint == "" {
-		cfg.Walwatch.Endpoint = walwatch.DefaultEndpoint
-	}
-	if cfg.Walwatch.Table == "" {
-		cfg.Walwatch.Table = "resources"
-	}
-	if cfg.Walwatch.MaxHeldLists <= 0 {
-		cfg.Walwatch.MaxHeldLists = 16
-	}
-	if cfg.Walwatch.HeldListIdle.Duration <= 0 {
-		cfg.Walwatch.HeldListIdle.Duration = time.Minute
-	}
+	cfg.setDefaults()
 	switch cfg.Type {
 	case "postgres", "mysql":
 	default:
@@ -159,6 +159,68 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("database is required (or dsn)")
 	}
 	return cfg, nil
+}
+
+// stringKeys are the top-level keys whose values are strings, and params'
+// values: internalstorage reads its file with YAML v2, which takes
+// `port: 5432` or `password: 1234` for a string, so this storage does too.
+var stringKeys = []string{"type", "dsn", "network", "host", "port", "user", "password", "database",
+	"sslMode", "sslCertFile", "sslKeyFile", "sslRootCertFile"}
+
+// scalarsAsStrings rewrites the numbers and booleans of stringKeys and of
+// params as the strings YAML wrote.
+func scalarsAsStrings(jsonData []byte) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(jsonData, &top); err != nil {
+		return nil, err
+	}
+	asString := func(raw json.RawMessage) json.RawMessage {
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			return raw
+		}
+		switch v.(type) {
+		case float64, bool:
+			quoted, _ := json.Marshal(string(raw))
+			return quoted
+		}
+		return raw
+	}
+	for _, key := range stringKeys {
+		if raw, ok := top[key]; ok {
+			top[key] = asString(raw)
+		}
+	}
+	if raw, ok := top["params"]; ok {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(raw, &params) == nil {
+			for k, v := range params {
+				params[k] = asString(v)
+			}
+			top["params"], _ = json.Marshal(params)
+		}
+	}
+	return json.Marshal(top)
+}
+
+// setDefaults gives the walwatch section's unset fields their defaults.
+func (c *Config) setDefaults() {
+	w := &c.Walwatch
+	if w.Endpoint == "" {
+		w.Endpoint = walwatch.DefaultEndpoint
+	}
+	if w.Table == "" {
+		w.Table = "resources"
+	}
+	if w.MaxHeldLists <= 0 {
+		w.MaxHeldLists = 16
+	}
+	if w.HeldListIdle.Duration <= 0 {
+		w.HeldListIdle.Duration = time.Minute
+	}
+	if w.HandoffTimeout.Duration <= 0 {
+		w.HandoffTimeout.Duration = 20 * time.Second
+	}
 }
 
 // Dialect is the walwatch dialect of the configured database.

@@ -83,6 +83,9 @@ func NewStorageFactory(configPath string) (storage.StorageFactory, error) {
 // New is NewStorageFactory with the configuration and the inner storage (nil
 // for none) given.
 func New(cfg *Config, inner storage.StorageFactory) (*StorageFactory, error) {
+	copied := *cfg
+	cfg = &copied
+	cfg.setDefaults() // a Config made in code, not by ParseConfig
 	db, err := cfg.OpenDB()
 	if err != nil {
 		return nil, fmt.Errorf("walwatch storage: opening the %s database: %w", cfg.Type, err)

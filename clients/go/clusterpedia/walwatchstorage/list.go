@@ -145,8 +145,23 @@ func (s *ResourceStorage) snapshotFor(ctx context.Context, opts *internal.ListOp
 		return nil, badRequest("resourceVersionMatch %q: not supported", opts.ResourceVersionMatch)
 	}
 	for attempt := 1; ; attempt++ {
-		snapshot, err := walwatchgorm.BeginSnapshot(ctx, s.factory.client, s.factory.db)
+		// walwatch answers a handoff it cannot make yet within its
+		// --too-large-rv-wait, and the client asks again a few times; a
+		// walwatch that cannot reach its database may take a minute per
+		// answer. The whole is bounded well inside the apiserver's request
+		// timeout (60 s).
+		hctx, cancel := context.WithTimeout(ctx, s.factory.config.Walwatch.HandoffTimeout.Duration)
+		snapshot, err := walwatchgorm.BeginSnapshot(hctx, s.factory.client, s.factory.db)
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				if want > 0 {
+					return nil, genericstorage.NewTooLargeResourceVersionError(want, 0, 1)
+				}
+				return nil, apierrors.NewTimeoutError(fmt.Sprintf(
+					"walwatch did not hand off a snapshot of %s within %s (walwatch.handoffTimeout); retry",
+					s.groupResource(), s.factory.config.Walwatch.HandoffTimeout.Duration), 1)
+			}
 			return nil, s.snapshotError(err)
 		}
 		got, err := strconv.ParseUint(snapshot.ResourceVersion(), 10, 64)
@@ -185,6 +200,12 @@ func (s *ResourceStorage) snapshotError(err error) error {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
+		if status.Status().Code == 500 {
+			// walwatch could not read the database; this APIServer could,
+			// but cannot give an exact RV without walwatch: unavailable,
+			// for a while.
+			return apierrors.NewServiceUnavailable(fmt.Sprintf("walwatch cannot hand off a snapshot of %s: %v", s.groupResource(), err))
+		}
 		return err
 	}
 	return apierrors.NewInternalError(fmt.Errorf("listing %s: %w", s.groupResource(), err))
