@@ -4,7 +4,8 @@
 #               DB=mariadb runs it on MariaDB's binlog instead of PostgreSQL
 #   make test   deps, build, throwaway PostgreSQL, ctest (tests/tools/run-tests.sh)
 #   make package  a .deb with the binary and the systemd unit (CPack)
-#   make deps   install the Debian packages that are missing
+#   make deps   install the Debian packages that are missing, and a Go >= 1.26 for
+#               clients/go if there is none (tests/tools/install-go.sh, into ~/.cache/walwatch)
 #   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
 #   make bench  benchmarks with their peers (pg_recvlogical, etcd, polling) in one
 #               run, sized for 30 minutes on 2 cores: rewrites BENCHMARKS.md and
@@ -55,6 +56,7 @@ package: all
 
 deps:
 	tests/tools/install-deps.sh
+	@tests/tools/install-go.sh >/dev/null
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -15,9 +15,14 @@ PACKAGES=(
   libgtest-dev libbenchmark-dev
   libmariadb-dev mariadb-server zlib1g-dev
   socat curl yamllint python3-yaml prometheus openssl
+  unzip ca-certificates
   clang libclang-rt-14-dev
   "$@"
 )
+# unzip and ca-certificates: tests/tools/install-go.sh fetches Go from the Go
+# module proxy over HTTPS (curl, then the go command itself, which reads the
+# system's CA certificates: a Debian 12 base image has none, and
+# --no-install-recommends below does not bring them with curl).
 # kubectl, a client only (packaging_manifests and the kubectl client tests):
 # Debian 12's kubernetes-client is 1.20, which does what the tests ask of it
 # (`kubectl get --raw` on a watch, `kubectl kustomize` of these manifests).

@@ -17,6 +17,10 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 
 "$ROOT/tests/tools/install-deps.sh"
+# Go for the go_* tests (clients/go): found, or fetched once into
+# ~/.cache/walwatch. Here, before the build, so that a machine that cannot get
+# it fails in seconds, not after the build; the tests call it again (at once).
+"$ROOT/tests/tools/install-go.sh" >/dev/null
 
 cmake -S . -B "$BUILD_DIR"
 cmake --build "$BUILD_DIR" -j"$JOBS"

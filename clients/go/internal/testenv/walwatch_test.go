@@ -149,7 +149,7 @@ func testWalwatchLifecycle(t *testing.T, db *DB, w *Walwatch) {
 
 // Through a proxy, a paused connection holds walwatch's events back until
 // Resume, and after CutAll walwatch reconnects by itself.
-func TestWalwatchViaProxy(t *testing.T) {
+func TestWalwatchViaProxyPostgres(t *testing.T) {
 	ctx := context.Background()
 	db := NewPostgres(t)
 	proxy := NewProxy(t, db.Addr())
@@ -176,7 +176,7 @@ func TestWalwatchViaProxy(t *testing.T) {
 }
 
 // A walwatch that cannot start fails the test at once, with its stderr.
-func TestStartWalwatchFailure(t *testing.T) {
+func TestStartWalwatchFailurePostgres(t *testing.T) {
 	db := NewPostgres(t)
 	start := time.Now()
 	msg := fatalOf(t, func(t testing.TB) {
