@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks of packaging/ against a walwatch binary (ctest label unit):
-#   1. packaging/kubernetes renders, as it is (PostgreSQL) and with its
-#      mysql Component turned on (MySQL/MariaDB): with `kubectl kustomize`
+#   1. packaging/kubernetes renders, as it is (PostgreSQL), with its
+#      mysql Component turned on (MySQL/MariaDB) and with its helm Component
+#      (Clusterpedia installed by its chart): with `kubectl kustomize`
 #      where kubectl is installed, and always with render_kustomization.py
 #      (PyYAML), which must then give the same objects; without kubectl (a
 #      plain Debian 12 has none that fits) the python rendering alone is
@@ -108,6 +109,46 @@ if grep -q '^  - mysql$' "$tmp/mysql/kustomization.yaml"; then
     rendered-mysql || exit 1
 else
   echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '# components:' / '#   - mysql' lines to turn on"
+  failed=1
+fi
+
+# Clusterpedia installed by its Helm chart: the helm Component turned on
+# likewise. It changes the APIServer's password Secret to the chart's, and
+# nothing of walwatch's: the rendering must differ from the plain one in
+# that Secret's name alone.
+mkdir "$tmp/helm"
+cp -r "$KUSTOMIZE_DIR/." "$tmp/helm/"
+sed -i -e 's/^# components:$/components:/' -e 's/^#   - helm$/  - helm/' \
+  "$tmp/helm/kustomization.yaml"
+if grep -q '^  - helm$' "$tmp/helm/kustomization.yaml"; then
+  render "$tmp/helm" "packaging/kubernetes with components: [helm]" \
+    rendered-helm || exit 1
+  if "$PYTHON" - "$tmp/rendered.yaml" "$tmp/rendered-helm.yaml" <<'PY'
+import sys, yaml
+def objects(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+plain, helm = objects(sys.argv[1]), objects(sys.argv[2])
+def secret(objs):
+    for o in objs:
+        if o.get("kind") == "StatefulSet":
+            for c in o["spec"]["template"]["spec"]["containers"]:
+                for e in c.get("env", []):
+                    if e["name"] == "DB_PASSWORD":
+                        ref = e["valueFrom"]["secretKeyRef"]
+                        e["valueFrom"]["secretKeyRef"] = {"key": ref["key"], "name": "SECRET"}
+                        return ref["name"]
+ok = (secret(plain), secret(helm)) == ("internalstorage-password", "clusterpedia-internalstorage")
+sys.exit(0 if ok and plain == helm else 1)
+PY
+  then
+    echo "PASS: the helm Component changes the APIServer's password Secret to the chart's, and nothing else"
+  else
+    echo "FAIL: the helm Component must change DB_PASSWORD's Secret from internalstorage-password to clusterpedia-internalstorage, and nothing else"
+    failed=1
+  fi
+else
+  echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '#   - helm' line to turn on"
   failed=1
 fi
 
