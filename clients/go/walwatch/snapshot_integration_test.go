@@ -120,7 +120,7 @@ func listThenWatchIsExact(t *testing.T, db *testenv.DB, viaGorm bool) {
 			t.Fatalf("list %d: %v", i, err)
 		}
 		lists = append(lists, listed{rv, state})
-		writeAtLeast(t, writer, 25)
+		writer.WaitWrites(t, 25, integrationBound)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -244,18 +244,6 @@ func sameJSON(a, b string) bool {
 	ja, _ := json.Marshal(x)
 	jb, _ := json.Marshal(y)
 	return string(ja) == string(jb)
-}
-
-func writeAtLeast(t *testing.T, w *testenv.Writer, n int64) {
-	t.Helper()
-	target := w.Writes() + n
-	deadline := time.Now().Add(integrationBound)
-	for w.Writes() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the writer wrote %d, not %d, within %s", w.Writes(), target, integrationBound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // A walwatch that falls behind the database (its connection stalled)

@@ -137,9 +137,9 @@ func runInformers(t *testing.T, db *testenv.DB, server *testenv.Server) {
 		run.t = t
 		expired, relists := run.expiredTotal(), run.relists()
 		stop := writer.RunInBackground(ctx, 0)
-		writeAtLeast(t, writer, 300)
+		writer.WaitWrites(t, 300, catchUpBound)
 		ww.Restart(t)
-		writeAtLeast(t, writer, 300)
+		writer.WaitWrites(t, 300, catchUpBound)
 		if err := stop(); err != nil {
 			t.Fatalf("writing: %v", err)
 		}
@@ -156,9 +156,9 @@ func runInformers(t *testing.T, db *testenv.DB, server *testenv.Server) {
 		run.t = t
 		expired, relists := run.expiredTotal(), run.relists()
 		stop := tolerantWriter(ctx, writer)
-		writeAtLeast(t, writer, 300)
+		writer.WaitWrites(t, 300, catchUpBound)
 		server.Restart(t)
-		writeAtLeast(t, writer, 300)
+		writer.WaitWrites(t, 300, catchUpBound)
 		stop()
 		run.check("after the database's restart")
 		if got := run.relists() - relists; got != 0 {
@@ -587,20 +587,6 @@ func diffState(got, want state) string {
 	}
 	return fmt.Sprintf("  %d in SQL, %d in the store; missing %v; extra %v; different %v",
 		len(want), len(got), few(missing), few(extra), few(differ))
-}
-
-// writeAtLeast waits until the writer has written n more (a position of
-// the writer, not a time).
-func writeAtLeast(t *testing.T, w *testenv.Writer, n int64) {
-	t.Helper()
-	target := w.Writes() + n
-	deadline := time.Now().Add(catchUpBound)
-	for w.Writes() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the writer wrote %d, not %d, within %s", w.Writes(), target, catchUpBound)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // tolerantWriter writes until stopped, going on after failed writes (the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -136,6 +137,21 @@ func NewWriter(db *DB, cfg WriterConfig) *Writer {
 // Writes is how many statements changed the table so far (a failed INSERT
 // that the writer followed with its UPDATE counts once).
 func (w *Writer) Writes() int64 { return w.writes.Load() }
+
+// WaitWrites waits until the writer, running in the background, has made n
+// more writes than when it was called: a position of the writer, not a
+// time. It fails t if that takes more than bound.
+func (w *Writer) WaitWrites(t testing.TB, n int64, bound time.Duration) {
+	t.Helper()
+	target := w.Writes() + n
+	deadline := time.Now().Add(bound)
+	for w.Writes() < target {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: the writer wrote %d, not %d, within %s", w.Writes(), target, bound)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Failures is how many writes failed so far.
 func (w *Writer) Failures() int64 { return w.failed.Load() }
