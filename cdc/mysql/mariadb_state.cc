@@ -76,7 +76,10 @@ class MariaDbStateWorker final : public StateWorker {
 };
 
 bool MariaDbStateWorker::Connect(std::string* error) {
-  if (conn_.connected()) return true;
+  // A connection kept from an earlier request may have been closed by the
+  // server since (a restart): that is not this request's failure.
+  if (conn_.connected() && !conn_.IdleConnectionClosed()) return true;
+  conn_.Close();
   MysqlConnParams params = options_->conn;
   params.read_timeout_s =
       static_cast<unsigned>(options_->query_timeout.count());

@@ -3,6 +3,7 @@
 #include <errmsg.h>
 #include <fcntl.h>
 #include <mysql.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -163,6 +164,23 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
   MutexLock lock(&fd_mutex_);
   fd_ = static_cast<int>(mysql_get_socket(conn_));
   return "";
+}
+
+bool MysqlConnection::IdleConnectionClosed() {
+  if (conn_ == nullptr) return true;
+  int fd;
+  {
+    MutexLock lock(&fd_mutex_);
+    fd = fd_;
+  }
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  int n;
+  do {
+    n = poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  return n > 0 &&
+         (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 std::string MysqlConnection::Query(std::string_view sql, MysqlRows* out) {

@@ -36,6 +36,15 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
 // from a login that is wrong, which will not.
 PGPing PingPg(const std::string& conninfo, int connect_timeout_seconds);
 
+// Whether a connection kept idle since its last request is still usable:
+// libpq says CONNECTION_OK until a statement fails, but a server that
+// restarts or ends the session (pg_terminate_backend, idle timeouts) sends
+// its FATAL message and closes the socket first: anything waiting on an
+// idle connection's socket says so (a poll, which does not block). A server
+// gone without a word (a cut network) is still found only by the next
+// statement.
+bool PgIdleConnAlive(PGconn* conn);
+
 // The first line of the connection's or result's error message.
 std::string PgError(PGconn* conn);
 std::string PgResultError(PGresult* res);

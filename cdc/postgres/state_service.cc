@@ -79,7 +79,9 @@ class PgStateWorker final : public StateWorker {
 };
 
 bool PgStateWorker::Connect(std::string* error) {
-  if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) return true;
+  // A connection kept from an earlier request may have died with the
+  // server since (a restart): that is not this request's failure.
+  if (PgIdleConnAlive(conn_.get())) return true;
   conn_ =
       ConnectPg(options_->conninfo, false, options_->connect_timeout_seconds);
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
@@ -144,7 +146,7 @@ bool PgStateWorker::WaitPassed(uint64_t insert_lsn, const Wanted& wanted) {
 }
 
 void PgStateWorker::NudgeFlush() {
-  if (!nudge_conn_ || PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
+  if (!PgIdleConnAlive(nudge_conn_.get())) {
     nudge_conn_ =
         ConnectPg(options_->conninfo, false, options_->connect_timeout_seconds);
     if (PQstatus(nudge_conn_.get()) != CONNECTION_OK) {
