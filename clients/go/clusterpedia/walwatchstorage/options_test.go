@@ -162,7 +162,9 @@ func testRESTQueryOptions(t *testing.T, db *testenv.DB) {
 				return p.labels["app"] == someApp && p.labels["tier"] == "frontend" && p.labels["env"] != "prod"
 			}},
 		{name: "a label's != and notin also select objects without it", selector: "pod-template-hash!=nothing,app notin (" + someApp + ")",
-			want: func(p optionRow) bool { return p.labels["pod-template-hash"] != "nothing" && p.labels["app"] != someApp }},
+			want: func(p optionRow) bool {
+				return p.labels["pod-template-hash"] != "nothing" && p.labels["app"] != someApp
+			}},
 		{name: "label exists and not", selector: "tier,!pod-template-hash",
 			want: func(p optionRow) bool { return p.labels.Has("tier") && !p.labels.Has("pod-template-hash") }},
 		{name: "fields", fields: "metadata.namespace=team-a,metadata.name!=" + someName,
