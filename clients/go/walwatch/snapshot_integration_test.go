@@ -134,10 +134,25 @@ func listThenWatchIsExact(t *testing.T, db *testenv.DB, viaGorm bool) {
 		t.Fatal(err)
 	}
 
+	// The replays at once: each waits for a bookmark at the end.
+	diffs := make([]string, len(lists))
+	var wg sync.WaitGroup
 	for i, l := range lists {
-		got := replay(t, ww.Client, l.rv, end, l.state)
-		if diff := diffObjects(got, want); diff != "" {
-			t.Errorf("list %d at RV %s, then its watch to %s: differs from SQL: %s", i, l.rv, end, diff)
+		wg.Add(1)
+		go func(i int, l listed) {
+			defer wg.Done()
+			got, err := replay(ww.Client, l.rv, end, l.state)
+			if err != nil {
+				diffs[i] = err.Error()
+			} else {
+				diffs[i] = diffObjects(got, want)
+			}
+		}(i, l)
+	}
+	wg.Wait()
+	for i, l := range lists {
+		if diffs[i] != "" {
+			t.Errorf("list %d at RV %s, then its watch to %s: differs from SQL: %s", i, l.rv, end, diffs[i])
 		}
 	}
 	t.Logf("%d lists under %d writes, each continued exactly by its watch", len(lists), writer.Writes())
@@ -164,9 +179,8 @@ func readPods(ctx context.Context, dialect walwatch.Dialect, q walwatch.Queryer,
 }
 
 // replay applies the events of a watch from rv, until a bookmark or event
-// at end, to state.
-func replay(t *testing.T, c *walwatch.Client, rv, end string, state map[string]string) map[string]string {
-	t.Helper()
+// at end, to a copy of state.
+func replay(c *walwatch.Client, rv, end string, state map[string]string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), integrationBound)
 	defer cancel()
 	w, err := c.Watch(ctx, walwatch.WatchRequest{
@@ -174,7 +188,7 @@ func replay(t *testing.T, c *walwatch.Client, rv, end string, state map[string]s
 		Options: metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true},
 	})
 	if err != nil {
-		t.Fatalf("watch from %s: %v", rv, err)
+		return nil, fmt.Errorf("watch from %s: %w", rv, err)
 	}
 	defer w.Stop()
 	got := map[string]string{}
@@ -184,7 +198,7 @@ func replay(t *testing.T, c *walwatch.Client, rv, end string, state map[string]s
 	endN, _ := strconv.ParseUint(end, 10, 64)
 	for e := range w.ResultChan() {
 		if e.Type == watch.Error {
-			t.Fatalf("watch from %s: %v", rv, apierrors.FromObject(e.Object))
+			return nil, fmt.Errorf("watch from %s: %v", rv, apierrors.FromObject(e.Object))
 		}
 		u := e.Object.(*unstructured.Unstructured)
 		key := u.GetNamespace() + "/" + u.GetName()
@@ -195,11 +209,10 @@ func replay(t *testing.T, c *walwatch.Client, rv, end string, state map[string]s
 			delete(got, key)
 		}
 		if n, _ := strconv.ParseUint(u.GetResourceVersion(), 10, 64); n >= endN {
-			return got
+			return got, nil
 		}
 	}
-	t.Fatalf("watch from %s ended before RV %s", rv, end)
-	return nil
+	return nil, fmt.Errorf("watch from %s ended before RV %s", rv, end)
 }
 
 // storedForm is an event's object as the row stores it: walwatch moved the
@@ -265,7 +278,9 @@ func TestMariaDBSnapshotWhileWalwatchLags(t *testing.T) {
 
 func snapshotWhileWalwatchLags(t *testing.T, db *testenv.DB) {
 	proxy := testenv.NewProxy(t, db.Addr())
-	ww := testenv.StartWalwatch(t, db, testenv.WalwatchOptions{ViaProxy: proxy})
+	// A short too-large wait: the first BeginSnapshot below waits it out
+	// four times before it gives up.
+	ww := testenv.StartWalwatch(t, db, testenv.WalwatchOptions{ViaProxy: proxy, Args: []string{"--too-large-rv-wait", "1s"}})
 	ctx := context.Background()
 	writer := testenv.NewWriter(db, testenv.WriterConfig{Seed: 3})
 	ww.StallStream(t, db, proxy)

@@ -72,6 +72,7 @@ type optionCase struct {
 }
 
 func testRESTQueryOptions(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{})
 	writer := testenv.NewWriter(db, testenv.WriterConfig{

@@ -164,6 +164,7 @@ func expectEvents(t *testing.T, w watch.Interface, after string, want ...wantEve
 // /apis/apps/v1/namespaces/team-a/deployments; pods (typed) at
 // Clusterpedia's per-cluster path.
 func testRESTListThenWatch(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{Walwatch: testenv.WalwatchOptions{Args: []string{"--bookmark-interval=1s"}}})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 1, Hot: testenv.Deployments.GVR})
@@ -316,6 +317,7 @@ func waitHeldLists(t *testing.T, f *StorageFactory) {
 // snapshot no longer held is 410 Expired, and client-go's pager then lists
 // again whole.
 func testRESTPaging(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{HeldListIdle: time.Second})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 2, Resources: []testenv.Resource{testenv.Pods}})
@@ -440,6 +442,7 @@ func testRESTPaging(t *testing.T, db *testenv.DB) {
 // Clusterpedia's per-cluster path gives an ADDED for each of c1's rows,
 // the BOOKMARK that ends them, then live events of c1 only.
 func testRESTWatchList(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 3})
@@ -501,6 +504,7 @@ func testRESTWatchList(t *testing.T, db *testenv.DB) {
 // testRESTExpired: a watch from an RV walwatch no longer retains (its 1 MiB
 // event log wrote past it) is an ERROR event whose Status is 410 Expired.
 func testRESTExpired(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{Walwatch: testenv.WalwatchOptions{MaxLogBytes: "1Mi"}})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 4, Resources: []testenv.Resource{testenv.Pods}, Pad: 60000})
@@ -546,12 +550,18 @@ func testRESTExpired(t *testing.T, db *testenv.DB) {
 // the server's first answer (env.FirstAnswer): client-go would repeat a 504
 // with Retry-After up to 10 times, multiplying any wait by 11.
 func testRESTTooLargeAndLagging(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	proxy := testenv.NewProxy(t, db.Addr())
-	env := newRESTEnv(t, db, restEnvOptions{Walwatch: testenv.WalwatchOptions{
-		ViaProxy: proxy,
-		Args:     []string{"--too-large-rv-wait=1s"},
-	}})
+	env := newRESTEnv(t, db, restEnvOptions{
+		Walwatch: testenv.WalwatchOptions{
+			ViaProxy: proxy,
+			Args:     []string{"--too-large-rv-wait=1s"},
+		},
+		// The bound on a list's wait for walwatch's handoff: the cut-off
+		// case below waits for it.
+		HandoffTimeout: 5 * time.Second,
+	})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 5})
 	must(t, writer.Seed(ctx, 2))
 	// The first answer of each request: client-go would ask again on a 504
@@ -682,6 +692,7 @@ func databaseRV(t *testing.T, db *testenv.DB) string {
 // 400 with a clear message: on a list the answer, on a watch (Clusterpedia
 // drops the storage's error) the stream's ERROR event.
 func testRESTUnsupportedOptions(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	ctx := testContext(t)
 	env := newRESTEnv(t, db, restEnvOptions{})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 6})
@@ -724,6 +735,7 @@ func testRESTUnsupportedOptions(t *testing.T, db *testenv.DB) {
 // testRESTVerbs: the verbs Clusterpedia's discovery shows for every
 // resource hold watch (and get and list).
 func testRESTVerbs(t *testing.T, db *testenv.DB) {
+	t.Parallel()
 	typ := "postgres"
 	if db.Dialect == walwatch.MySQL {
 		typ = "mysql"

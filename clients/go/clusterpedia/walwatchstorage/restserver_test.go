@@ -448,7 +448,9 @@ type restEnv struct {
 type restEnvOptions struct {
 	// HeldListIdle is walwatch.heldListIdle; 0: the default.
 	HeldListIdle time.Duration
-	Walwatch     testenv.WalwatchOptions
+	// HandoffTimeout is walwatch.handoffTimeout; 0: the default.
+	HandoffTimeout time.Duration
+	Walwatch       testenv.WalwatchOptions
 }
 
 // The resources the tests serve: deployments unstructured, pods typed.
@@ -467,6 +469,9 @@ func newRESTEnv(t *testing.T, db *testenv.DB, opts restEnvOptions) *restEnv {
 	text := fmt.Sprintf("type: %s\ndsn: %s\nwalwatch:\n  endpoint: %s\n", typ, strconv.Quote(db.DSN), strconv.Quote(ww.Endpoint))
 	if opts.HeldListIdle > 0 {
 		text += fmt.Sprintf("  heldListIdle: %s\n", opts.HeldListIdle)
+	}
+	if opts.HandoffTimeout > 0 {
+		text += fmt.Sprintf("  handoffTimeout: %s\n", opts.HandoffTimeout)
 	}
 	// Through ParseConfig, as Clusterpedia's --storage-config file is read.
 	cfg, err := ParseConfig([]byte(text))
