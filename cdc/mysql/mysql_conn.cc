@@ -3,7 +3,6 @@
 #include <errmsg.h>
 #include <fcntl.h>
 #include <mysql.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>  // std::call_once
+
+#include "cdc/base/idle_socket.h"
 
 namespace walwatch::mysql {
 
@@ -168,19 +169,8 @@ std::string MysqlConnection::Connect(const MysqlConnParams& p) {
 
 bool MysqlConnection::IdleConnectionClosed() {
   if (conn_ == nullptr) return true;
-  int fd;
-  {
-    MutexLock lock(&fd_mutex_);
-    fd = fd_;
-  }
-  if (fd < 0) return false;
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  int n;
-  do {
-    n = poll(&p, 1, 0);
-  } while (n < 0 && errno == EINTR);
-  return n > 0 &&
-         (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  MutexLock lock(&fd_mutex_);
+  return IdleSocketEnded(fd_);
 }
 
 std::string MysqlConnection::Query(std::string_view sql, MysqlRows* out) {

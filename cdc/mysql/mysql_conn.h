@@ -70,11 +70,8 @@ class MysqlConnection {
   void Close();
   bool connected() const { return conn_ != nullptr; }
   // Whether a connection kept idle since its last statement was closed by
-  // the server meanwhile (a restart, wait_timeout, KILL): an idle connection
-  // receives nothing unless the server is ending it, so any byte, end of
-  // file or error waiting on its socket says so. Does not block. A server
-  // gone without a word (a cut network) is still found only by the next
-  // statement.
+  // the server meanwhile (a restart, wait_timeout, KILL): see
+  // cdc/base/idle_socket.h. True when not connected.
   bool IdleConnectionClosed();
 
   // Runs one statement; with `out`, keeps its rows. Returns "" or one line.

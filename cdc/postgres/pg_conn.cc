@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cdc/base/clock.h"
+#include "cdc/base/idle_socket.h"
 
 namespace walwatch {
 
@@ -198,19 +199,12 @@ PgResult PgExecSimple(PGconn* conn, const std::string& sql,
 }
 
 bool PgIdleConnAlive(PGconn* conn) {
-  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) return false;
-  // An idle session is sent nothing unasked (walwatch neither LISTENs nor
-  // changes reported settings), but the FATAL message of a server ending it
-  // and the end of the stream: anything to read means the end. Reading it
-  // with PQconsumeInput would not do: it can take the message and leave the
-  // end of file for the next statement to fail on.
-  pollfd p{PQsocket(conn), POLLIN | POLLRDHUP, 0};
-  if (p.fd < 0) return false;
-  int n;
-  do {
-    n = poll(&p, 1, 0);
-  } while (n < 0 && errno == EINTR);
-  return n == 0;
+  // Reading what waits with PQconsumeInput would not do: it can take the
+  // server's FATAL message and leave the end of file for the next statement
+  // to fail on. (walwatch neither LISTENs nor changes reported settings, so
+  // nothing else comes unasked.)
+  return conn != nullptr && PQstatus(conn) == CONNECTION_OK &&
+         !IdleSocketEnded(PQsocket(conn));
 }
 
 }  // namespace walwatch

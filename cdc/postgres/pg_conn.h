@@ -37,12 +37,9 @@ PgConn ConnectPg(const std::string& conninfo, bool replication,
 PGPing PingPg(const std::string& conninfo, int connect_timeout_seconds);
 
 // Whether a connection kept idle since its last request is still usable:
-// libpq says CONNECTION_OK until a statement fails, but a server that
-// restarts or ends the session (pg_terminate_backend, idle timeouts) sends
-// its FATAL message and closes the socket first: anything waiting on an
-// idle connection's socket says so (a poll, which does not block). A server
-// gone without a word (a cut network) is still found only by the next
-// statement.
+// libpq says CONNECTION_OK until a statement fails, but a server that ended
+// the session (a restart, pg_terminate_backend) left its message and the
+// end of the stream on the socket (cdc/base/idle_socket.h).
 bool PgIdleConnAlive(PGconn* conn);
 
 // The first line of the connection's or result's error message.
