@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"gorm.io/gorm"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,7 +52,7 @@ func (s *ResourceStorage) Get(ctx context.Context, cluster, namespace, name stri
 		clusters: []string{cluster}, namespaces: []string{namespace}, names: []string{name},
 	})
 	err := db.Select("object").Limit(1).Row().Scan(&object)
-	if errors.Is(err, gorm.ErrRecordNotFound) || isNoRows(err) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return apierrors.NewNotFound(s.groupResource(), name)
 	}
 	if err != nil {
@@ -128,5 +127,3 @@ func (s *ResourceStorage) dbError(err error) error {
 	}
 	return apierrors.NewInternalError(fmt.Errorf("reading %s from the database: %w", s.groupResource(), err))
 }
-
-func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

@@ -55,18 +55,17 @@ type query struct {
 
 	since, before *time.Time
 
-	labels      labels.Requirements // the object's labels
-	fuzzyNames  []string            // name contains each
-	fields      []fieldRequirement  // paths into the object
-	ownerUID    string
-	ownerName   string
-	ownerGR     schema.GroupResource
-	seniority   int
-	orderBy     []internal.OrderBy
-	inject      bool // the object's events as an annotation (InjectEvents)
-	onlyMeta    bool
-	withRemain  bool
-	hasWhereSQL bool
+	labels     labels.Requirements // the object's labels
+	fuzzyNames []string            // name contains each
+	fields     []fieldRequirement  // paths into the object
+	ownerUID   string
+	ownerName  string
+	ownerGR    schema.GroupResource
+	seniority  int
+	orderBy    []internal.OrderBy
+	inject     bool // the object's events as an annotation (InjectEvents)
+	onlyMeta   bool
+	withRemain bool
 }
 
 // newQuery checks opts. What is malformed, or not served by this storage in
@@ -106,11 +105,8 @@ func newQuery(opts *internal.ListOptions) (*query, error) {
 	}
 	for _, key := range whereSQLQueries {
 		if _, ok := opts.URLQuery[key]; ok {
-			q.hasWhereSQL = true
+			return nil, badRequest("%s: the walwatch storage does not run SQL given in a query", strings.Join(whereSQLQueries, ", "))
 		}
-	}
-	if q.hasWhereSQL {
-		return nil, badRequest("%s: the walwatch storage does not run SQL given in a query", strings.Join(whereSQLQueries, ", "))
 	}
 
 	if opts.LabelSelector != nil {

@@ -72,19 +72,25 @@ func (s *ResourceStorage) watch(ctx context.Context, opts *internal.ListOptions)
 	if len(q.clusters) == 1 {
 		req.Cluster = q.clusters[0]
 	} else if len(q.clusters) > 1 {
-		f.clusters = sets.New(q.clusters...)
+		f.sets = append(f.sets, valueSet{of: clusterOf, in: true, values: sets.New(q.clusters...)})
 	}
 	if len(q.namespaces) == 1 {
 		req.Namespace = q.namespaces[0]
 	} else if len(q.namespaces) > 1 {
-		f.namespaces = sets.New(q.namespaces...)
+		f.sets = append(f.sets, valueSet{of: namespaceOf, in: true, values: sets.New(q.namespaces...)})
 	}
 	if len(q.names) == 1 {
 		serverFields = append(serverFields, "metadata.name="+fields.EscapeValue(q.names[0]))
 	} else if len(q.names) > 1 {
-		f.names = sets.New(q.names...)
+		f.sets = append(f.sets, valueSet{of: nameOf, in: true, values: sets.New(q.names...)})
 	}
-	f.fields = localFields
+	for _, r := range localFields {
+		of := nameOf
+		if r.path[1] == "namespace" {
+			of = namespaceOf
+		}
+		f.sets = append(f.sets, valueSet{of: of, in: r.op == selection.In, values: sets.New(r.values...)})
+	}
 
 	req.Options = metav1.ListOptions{
 		ResourceVersion:      opts.ResourceVersion,
@@ -113,13 +119,24 @@ func (s *ResourceStorage) watch(ctx context.Context, opts *internal.ListOptions)
 // then ADDED), so an object's events are all kept or all dropped, and no
 // ADDED or DELETED is needed for an object entering or leaving.
 type eventFilter struct {
-	clusters, namespaces, names sets.Set[string]
-	fields                      []fieldRequirement // metadata.name and metadata.namespace, in and notin
-	since, before               *time.Time
+	sets          []valueSet // all must hold
+	since, before *time.Time
 }
 
+// valueSet holds when a property of the object is (in) or is not among
+// values; made once per watch.
+type valueSet struct {
+	of     func(metav1.Object) string
+	in     bool
+	values sets.Set[string]
+}
+
+func clusterOf(m metav1.Object) string   { return m.GetAnnotations()[clusterAnnotation] }
+func namespaceOf(m metav1.Object) string { return m.GetNamespace() }
+func nameOf(m metav1.Object) string      { return m.GetName() }
+
 func (f *eventFilter) empty() bool {
-	return f.clusters == nil && f.namespaces == nil && f.names == nil && len(f.fields) == 0 && f.since == nil && f.before == nil
+	return len(f.sets) == 0 && f.since == nil && f.before == nil
 }
 
 // keep passes bookmarks and errors, and the events of selected objects.
@@ -131,31 +148,19 @@ func (f *eventFilter) keep(e watch.Event) (watch.Event, bool) {
 	if err != nil {
 		return e, true // not an object: let the consumer see it
 	}
-	if f.clusters != nil && !f.clusters.Has(m.GetAnnotations()[clusterAnnotation]) {
-		return e, false
-	}
-	if f.namespaces != nil && !f.namespaces.Has(m.GetNamespace()) {
-		return e, false
-	}
-	if f.names != nil && !f.names.Has(m.GetName()) {
-		return e, false
-	}
-	for _, r := range f.fields {
-		value := m.GetName()
-		if r.path[1] == "namespace" {
-			value = m.GetNamespace()
-		}
-		in := sets.New(r.values...).Has(value)
-		if (r.op == selection.In) != in {
+	for _, s := range f.sets {
+		if s.values.Has(s.of(m)) != s.in {
 			return e, false
 		}
 	}
-	created := m.GetCreationTimestamp().Time.UTC()
-	if f.since != nil && created.Before(*f.since) {
-		return e, false
-	}
-	if f.before != nil && !created.Before(*f.before) {
-		return e, false
+	if f.since != nil || f.before != nil {
+		created := m.GetCreationTimestamp().Time
+		if f.since != nil && created.Before(*f.since) {
+			return e, false
+		}
+		if f.before != nil && !created.Before(*f.before) {
+			return e, false
+		}
 	}
 	return e, true
 }
