@@ -341,15 +341,6 @@ func (w *Walwatch) Running() bool {
 // Pid is the current (or last) process's id.
 func (w *Walwatch) Pid() int { return w.current().cmd.Process.Pid }
 
-// Signal sends sig to walwatch's process group, e.g. SIGSTOP and SIGCONT for
-// a walwatch that stops reading.
-func (w *Walwatch) Signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := syscall.Kill(-w.Pid(), sig); err != nil {
-		t.Fatalf("testenv: kill -%d walwatch: %v", sig, err)
-	}
-}
-
 // Restart stops walwatch with SIGTERM, waits until it exited (at most 30 s,
 // else it fails t), and starts it again with the same flags, socket and
 // slot or server id, and waits until it is ready.
