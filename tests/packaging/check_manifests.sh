@@ -98,31 +98,32 @@ PY
 
 render "$KUSTOMIZE_DIR" packaging/kubernetes rendered || exit 1
 
-# MySQL/MariaDB: packaging/kubernetes with its commented `components: -
-# mysql` lines turned on, as its kustomization.yaml tells an operator to.
-mkdir "$tmp/mysql"
-cp -r "$KUSTOMIZE_DIR/." "$tmp/mysql/"
-sed -i -e 's/^# components:$/components:/' -e 's/^#   - mysql$/  - mysql/' \
-  "$tmp/mysql/kustomization.yaml"
-if grep -q '^  - mysql$' "$tmp/mysql/kustomization.yaml"; then
-  render "$tmp/mysql" "packaging/kubernetes with components: [mysql]" \
-    rendered-mysql || exit 1
-else
-  echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '# components:' / '#   - mysql' lines to turn on"
-  failed=1
-fi
+# render_component NAME: packaging/kubernetes with its commented
+# `# components:` and `#   - NAME` lines turned on, as its
+# kustomization.yaml tells an operator to, rendered to rendered-NAME.yaml.
+# Fails (and says so) when those lines are missing.
+render_component() {
+  local name=$1
+  mkdir "$tmp/$name"
+  cp -r "$KUSTOMIZE_DIR/." "$tmp/$name/"
+  sed -i -e 's/^# components:$/components:/' -e "s/^#   - $name\$/  - $name/" \
+    "$tmp/$name/kustomization.yaml"
+  if ! grep -q "^  - $name\$" "$tmp/$name/kustomization.yaml"; then
+    echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '# components:' / '#   - $name' lines to turn on"
+    failed=1
+    return 1
+  fi
+  render "$tmp/$name" "packaging/kubernetes with components: [$name]" \
+    "rendered-$name" || exit 1
+}
 
-# Clusterpedia installed by its Helm chart: the helm Component turned on
-# likewise. It changes the APIServer's password Secret to the chart's, and
-# nothing of walwatch's: the rendering must differ from the plain one in
-# that Secret's name alone.
-mkdir "$tmp/helm"
-cp -r "$KUSTOMIZE_DIR/." "$tmp/helm/"
-sed -i -e 's/^# components:$/components:/' -e 's/^#   - helm$/  - helm/' \
-  "$tmp/helm/kustomization.yaml"
-if grep -q '^  - helm$' "$tmp/helm/kustomization.yaml"; then
-  render "$tmp/helm" "packaging/kubernetes with components: [helm]" \
-    rendered-helm || exit 1
+# MySQL/MariaDB: the mysql Component.
+render_component mysql || true
+
+# Clusterpedia installed by its Helm chart: the helm Component. It changes
+# the APIServer's password Secret to the chart's, and nothing of walwatch's:
+# the rendering must differ from the plain one in that Secret's name alone.
+if render_component helm; then
   if "$PYTHON" - "$tmp/rendered.yaml" "$tmp/rendered-helm.yaml" <<'PY'
 import sys, yaml
 def objects(path):
@@ -147,9 +148,6 @@ PY
     echo "FAIL: the helm Component must change DB_PASSWORD's Secret from internalstorage-password to clusterpedia-internalstorage, and nothing else"
     failed=1
   fi
-else
-  echo "FAIL: packaging/kubernetes/kustomization.yaml has no commented '#   - helm' line to turn on"
-  failed=1
 fi
 
 if yamllint -f parsable -c "$KUSTOMIZE_DIR/.yamllint" "$KUSTOMIZE_DIR" >"$tmp/yamllint.out" 2>&1; then
