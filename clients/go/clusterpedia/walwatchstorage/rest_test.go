@@ -319,7 +319,11 @@ func waitHeldLists(t *testing.T, f *StorageFactory) {
 func testRESTPaging(t *testing.T, db *testenv.DB) {
 	t.Parallel()
 	ctx := testContext(t)
-	env := newRESTEnv(t, db, restEnvOptions{HeldListIdle: time.Second})
+	// The pages below hold their snapshot for the default heldListIdle (a
+	// minute), however slow the machine; a second APIServer on the same
+	// walwatch lets go of its snapshots after a second, for the expiry.
+	env := newRESTEnv(t, db, restEnvOptions{})
+	expiring := newRESTFrontEnd(t, db, env.Walwatch, restEnvOptions{HeldListIdle: time.Second})
 	writer := restWriter(t, db, testenv.WriterConfig{Seed: 2, Resources: []testenv.Resource{testenv.Pods}})
 	must(t, writer.Seed(ctx, 10))
 	pods := env.Client.Resource(testenv.Pods.GVR)
@@ -391,12 +395,13 @@ func testRESTPaging(t *testing.T, db *testenv.DB) {
 	expectEvents(t, w, listRV, append(writes, marker)...)
 
 	// A continue after heldListIdle: 410 Expired.
+	pods = expiring.Client.Resource(testenv.Pods.GVR)
 	page, err := pods.List(ctx, metav1.ListOptions{Limit: 3})
 	must(t, err)
 	if page.GetContinue() == "" {
 		t.Fatal("no continue on a first page of 3")
 	}
-	waitHeldLists(t, env.Factory)
+	waitHeldLists(t, expiring.Factory)
 	_, err = pods.List(ctx, metav1.ListOptions{Limit: 3, Continue: page.GetContinue()})
 	if !apierrors.IsResourceExpired(err) {
 		t.Fatalf("a continue of a list no longer held: %v, want 410 Expired", err)
@@ -413,7 +418,7 @@ func testRESTPaging(t *testing.T, db *testenv.DB) {
 			return nil, err
 		}
 		if opts.Continue == "" && list.GetContinue() != "" {
-			waitHeldLists(t, env.Factory) // the snapshot is let go before page 2
+			waitHeldLists(t, expiring.Factory) // the snapshot is let go before page 2
 		}
 		return list, nil
 	})

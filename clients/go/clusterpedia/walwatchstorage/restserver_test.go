@@ -461,7 +461,14 @@ var (
 
 func newRESTEnv(t *testing.T, db *testenv.DB, opts restEnvOptions) *restEnv {
 	t.Helper()
-	ww := testenv.StartWalwatch(t, db, opts.Walwatch)
+	return newRESTFrontEnd(t, db, testenv.StartWalwatch(t, db, opts.Walwatch), opts)
+}
+
+// newRESTFrontEnd is a storage and an APIServer of their own (opts' storage
+// settings) on a walwatch already running for db, as a second APIServer
+// replica beside the first.
+func newRESTFrontEnd(t *testing.T, db *testenv.DB, ww *testenv.Walwatch, opts restEnvOptions) *restEnv {
+	t.Helper()
 	typ := "postgres"
 	if db.Dialect == walwatch.MySQL {
 		typ = "mysql"
