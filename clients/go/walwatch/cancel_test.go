@@ -114,8 +114,7 @@ func TestWatchContextEndWhileIdleClosesWithoutEvent(t *testing.T) {
 				if events := wait(); len(events) != 0 {
 					t.Fatalf("iteration %d: after the context ended: %s %#v, want no event", i, events[0].Type, events[0].Object)
 				}
-				reqs := f.requests()
-				expectGone(t, reqs[len(reqs)-1])
+				expectGone(t, f.last(t))
 			}
 		})
 	}
@@ -170,8 +169,7 @@ func TestWatchContextCancelWhileSendingClosesWithoutError(t *testing.T) {
 		cancel()
 		close(cancelled)
 		checkOnlyAdded(t, wait(), 3)
-		reqs := f.requests()
-		expectGone(t, reqs[len(reqs)-1])
+		expectGone(t, f.last(t))
 	}
 }
 
@@ -198,8 +196,7 @@ func TestWatchStopWhileIdleClosesWithoutEvent(t *testing.T) {
 				if events := wait(); len(events) != 0 {
 					t.Fatalf("iteration %d: after Stop: %s %#v, want no event", i, events[0].Type, events[0].Object)
 				}
-				reqs := f.requests()
-				expectGone(t, reqs[len(reqs)-1])
+				expectGone(t, f.last(t))
 			}
 		})
 	}
@@ -242,8 +239,7 @@ func TestWatchStopWhileSendingClosesWithoutError(t *testing.T) {
 			t.Fatalf("iteration %d: the result channel did not close within %v of Stop", i, bound)
 		}
 		checkOnlyAdded(t, events, 0)
-		reqs := f.requests()
-		expectGone(t, reqs[len(reqs)-1])
+		expectGone(t, f.last(t))
 	}
 }
 
@@ -272,8 +268,7 @@ func TestWatchStopAndCancelTogether(t *testing.T) {
 		if events := wait(); len(events) != 0 {
 			t.Fatalf("iteration %d: %s %#v, want no event", i, events[0].Type, events[0].Object)
 		}
-		reqs := f.requests()
-		expectGone(t, reqs[len(reqs)-1])
+		expectGone(t, f.last(t))
 	}
 }
 

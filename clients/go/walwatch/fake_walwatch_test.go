@@ -156,6 +156,16 @@ func (f *fakeWalwatch) only(t testing.TB) *recorded {
 	return reqs[0]
 }
 
+// last is the latest request the fake received.
+func (f *fakeWalwatch) last(t testing.TB) *recorded {
+	t.Helper()
+	reqs := f.requests()
+	if len(reqs) == 0 {
+		t.Fatal("walwatch received no request")
+	}
+	return reqs[len(reqs)-1]
+}
+
 func targets(reqs []*recorded) []string {
 	var s []string
 	for _, r := range reqs {

@@ -234,8 +234,7 @@ func TestRequestTimeoutBoundsHandoffs(t *testing.T) {
 				case <-time.After(bound):
 					t.Fatalf("%s: no answer within %v: RequestTimeout did not apply", name, bound)
 				}
-				reqs := f.requests()
-				expectGone(t, reqs[len(reqs)-1])
+				expectGone(t, f.last(t))
 			}
 		})
 	}
