@@ -125,6 +125,7 @@ bool ReplicationStream::Loop::SendStatus(bool want_position,
       window_.FlushToConfirm(*log_, source_->received(), NowUnixMicros());
   if (!source_->Confirm(flush, want_position, error)) return false;
   window_.Confirmed(flush);
+  log_->SetRestartFloor(flush > 0 ? flush - 1 : 0);
   stats_->confirmed_lsn = flush;
   next_status_ = Clock::now() + opt_.status_interval;
   return true;

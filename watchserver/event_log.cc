@@ -193,6 +193,7 @@ void EventLog::ResetHistory(uint64_t new_floor, uint64_t fence_hi,
     ceiling_rv_ = ceiling_rv;
     floor_rv_ = new_floor;
     barrier_floor_rv_ = new_floor;
+    restart_floor_rv_ = new_floor;
     current_rv_ = new_floor;
     wake = TakeWaitersLocked();
     TakeRvWaitersLocked(&wake);
@@ -281,17 +282,24 @@ uint64_t EventLog::BacklogBytesLocked(uint64_t seq) const {
   return appended_bytes_ - offsets_[seq - first_seq_];
 }
 
+void EventLog::SetRestartFloor(uint64_t rv) {
+  MutexLock lock(&mu_);
+  restart_floor_rv_ = rv;
+}
+
 EventLog::HeldCommits EventLog::CommitsFrom(uint64_t from_xid,
                                             uint64_t before) const {
   MutexLock lock(&mu_);
   HeldCommits held{floor_rv_, current_rv_, max_evicted_xid_, fence_lo_,
                    fence_hi_, {}};
+  held.restart_floor_rv = std::max(restart_floor_rv_, floor_rv_);
   // A transaction's last event stands for it: all carry its commit LSN and
   // xid. A loss's placeholder is one such event too.
   bool from_here = false;
   for (const EventPtr& t : events_) {
     if (!t->last_in_txn) continue;
     if (t->commit_lsn >= before) break;
+    held.last_commit_lsn = t->commit_lsn;
     from_here = from_here || t->xid >= from_xid;
     if (from_here) held.commits.push_back({t->commit_lsn, t->xid});
   }

@@ -76,6 +76,7 @@ class EventLog final : public EventSink {
                   const std::vector<Selection>& touched) override;
   void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
                     uint64_t ceiling_rv) override;
+  void SetRestartFloor(uint64_t rv) override;
   void AdvanceCurrentRv(uint64_t rv) override;
   uint64_t current_rv() const override;
   uint64_t ceiling_rv() const override;
@@ -287,6 +288,8 @@ class EventLog final : public EventSink {
   // floor the log started with): every selection's floor is at least this.
   uint64_t barrier_end_seq_ GUARDED_BY(mu_) = 0;
   uint64_t barrier_floor_rv_ GUARDED_BY(mu_) = 0;
+  // SetRestartFloor's; the floor until the first, and after ResetHistory.
+  uint64_t restart_floor_rv_ GUARDED_BY(mu_) = 0;
   std::string key_scratch_ GUARDED_BY(mu_);
   mutable std::string pair_scratch_ GUARDED_BY(mu_);
   struct RvWaiter {

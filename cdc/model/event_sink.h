@@ -121,6 +121,13 @@ class EventSink {
   virtual void ResetHistory(uint64_t new_floor, uint64_t fence_hi,
                             uint64_t ceiling_rv) = 0;
 
+  // Replication thread only. A restart of walwatch now would start the
+  // stream after `rv`: the position the replay window has confirmed to the
+  // source, less one (see cdc/replay_window.h). Handoffs never answer below
+  // it (HeldCommits::StateRv), so that a watch from a list's RV resumes
+  // across a restart.
+  virtual void SetRestartFloor(uint64_t rv) = 0;
+
   // Replication thread only. The stream has passed `rv`: a transaction with
   // no events for the sink (for example one on another table) committed at
   // it, or the server reported that it has decoded everything before rv+1.
@@ -177,8 +184,25 @@ class EventSink {
     // at least `from_xid`: those before it are left out, and all have lower
     // xids.
     std::vector<Commit> commits;
+    // The commit LSN of the last held transaction that commits before
+    // `before`, whatever its xid; 0 if none is held.
+    uint64_t last_commit_lsn = 0;
+    // SetRestartFloor's last `rv` (floor_rv before the first).
+    uint64_t restart_floor_rv = 0;
 
     bool Fenced(uint64_t rv) const { return rv > fence_lo && rv <= fence_hi; }
+    // The RV to hand a list of the table's state at `before` - 1, once the
+    // stream has passed it (the caller keeps it at most `before` - 1): the
+    // last held transaction's commit, as etcd's revision after a write is
+    // that write's; or the floor if none is held after it; but never below
+    // the restart floor, which a watch from a list's RV must not fall under
+    // if walwatch restarts. No transaction of the table commits between any
+    // two of these and `before` (the sink would hold it), so each continues
+    // the list exactly.
+    uint64_t StateRv() const {
+      uint64_t rv = last_commit_lsn > floor_rv ? last_commit_lsn : floor_rv;
+      return rv > restart_floor_rv ? rv : restart_floor_rv;
+    }
   };
   // Any thread. One consistent view, taken under the sink's lock.
   virtual HeldCommits CommitsFrom(uint64_t from_xid, uint64_t before) const = 0;

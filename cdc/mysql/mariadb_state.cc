@@ -1,5 +1,6 @@
 #include "cdc/mysql/mariadb_state.h"
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -329,7 +330,11 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
                       ") is older than walwatch's retained log: list again "
                       "in a new snapshot");
   }
-  done(*rv, nullptr);
+  // The binlog position moves with other tables' and databases'
+  // transactions too: answer the RV of the table's last transaction at or
+  // below it, the same state (HeldCommits::StateRv).
+  const uint64_t state = log_->CommitsFrom(UINT64_MAX, *rv + 1).StateRv();
+  done(state < *rv && Continuable(state) ? state : *rv, nullptr);
 }
 
 void MariaDbStateWorker::FreshRv(const RvCallback& done, const Wanted& wanted) {

@@ -61,8 +61,13 @@ HandoffResult PgHandoff::Classify(const EventSink& sink,
       return {HandoffStatus::kRetry, 0};
     }
   }
+  // With every held transaction visible, the list's state is the one after
+  // the last transaction of the table before insert_lsn: its commit is the
+  // RV, unless a restart would no longer keep it (HeldCommits::StateRv).
+  // Any position up to insert_lsn - 1 continues the list as exactly.
   uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
-                                : (insert_lsn > 0 ? insert_lsn - 1 : 0);
+              : insert_lsn > 0  ? std::min(held.StateRv(), insert_lsn - 1)
+                                : 0;
   // The first later transaction L's events carry c(L)-1 or c(L), both at
   // least rv (c(L) > rv): the watch that continues from rv never sees an
   // RV below its start.

@@ -810,6 +810,18 @@ TEST(EventLog, CommitsFromListsTheHeldCommitsWithTheirXids) {
             (Commits{{20, 105}, {30, 101}, {40, 103}, {50, 102}}));
   EXPECT_EQ(commits(log.CommitsFrom(106, 100)), Commits{});
   EXPECT_EQ(commits(log.CommitsFrom(0, 0)), Commits{});
+  // The last held commit before `before`, whatever the xid bound; else the
+  // floor.
+  EXPECT_EQ(held.last_commit_lsn, 50u);
+  EXPECT_EQ(log.CommitsFrom(106, 100).last_commit_lsn, 50u);
+  EXPECT_EQ(log.CommitsFrom(0, 50).StateRv(), 40u);
+  EXPECT_EQ(log.CommitsFrom(0, 20).last_commit_lsn, 0u);
+  EXPECT_EQ(log.CommitsFrom(0, 20).StateRv(), 10u);
+  // Never below where a restart would start the stream.
+  log.SetRestartFloor(45);
+  EXPECT_EQ(log.CommitsFrom(0, 100).StateRv(), 50u);
+  EXPECT_EQ(log.CommitsFrom(0, 50).StateRv(), 45u);
+  log.SetRestartFloor(10);
   // A barrier drops them all: their highest xid, and its own, are gone.
   log.AppendBarrier(60, 107);
   held = log.CommitsFrom(0, 100);

@@ -1,7 +1,9 @@
 // PgHandoff (cdc/postgres/pg_handoff.h): a list read in a PostgreSQL
 // snapshot, placed among the commits an EventLog holds. These tests were the
 // event log's when it classified snapshots itself (tests/unit/event_log_test.cc
-// keeps what is the log's own); their assertions are unchanged.
+// keeps what is the log's own). A snapshot that sees every held transaction
+// is handed the last one's commit (the state's own RV, as etcd's revision
+// after a write is the write's), no longer the position before insert_lsn.
 #include "cdc/postgres/pg_handoff.h"
 
 #include <cstdint>
@@ -66,15 +68,16 @@ TEST(PgHandoff, ClassifiesRetainedTransactionsBySnapshot) {
   HandoffResult r = classify("101:102:101", 50);
   EXPECT_EQ(r.status, HandoffStatus::kExact);
   EXPECT_EQ(r.rv, 29u);
-  // Everything seen: up to the position before insert_lsn.
+  // Everything seen: the last commit before insert_lsn (nothing of the
+  // table commits between it and insert_lsn - 1).
   r = classify("103:103:", 50);
   EXPECT_EQ(r.status, HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 49u);
+  EXPECT_EQ(r.rv, 40u);
   // Transactions committed at or after insert_lsn are unseen whatever the
-  // snapshot says of their xid.
+  // snapshot says of their xid: the state is the one after 100's commit.
   r = classify("101:103:101", 30);
   EXPECT_EQ(r.status, HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 29u);
+  EXPECT_EQ(r.rv, 20u);
   // A barrier evicts 100..102: a snapshot whose xmin is among them can no
   // longer be classified.
   log.AppendBarrier(60, 103);
@@ -93,11 +96,12 @@ TEST(PgHandoff, RefusesSnapshotsOlderThanABarrierWithoutXids) {
   const HandoffSnapshot before = Snapshot("101:102:101");
   log.AppendBarrier(60);
   EXPECT_EQ(handoff.Classify(log, before, 50).status, HandoffStatus::kExpired);
-  // A snapshot taken after the barrier is handed off.
+  // A snapshot taken after the barrier is handed off, at the barrier: no
+  // transaction is held after it.
   log.AdvanceCurrentRv(69);
   HandoffResult r = handoff.Classify(log, Snapshot("102:102:"), 70);
   EXPECT_EQ(r.status, HandoffStatus::kExact);
-  EXPECT_EQ(r.rv, 69u);
+  EXPECT_EQ(r.rv, 60u);
 }
 
 // insert_lsn may lie past the stream's position when no commit record lies
@@ -112,6 +116,24 @@ TEST(PgHandoff, IsNeverAboveTheCurrentRv) {
   EXPECT_EQ(r.status, HandoffStatus::kExact);
   EXPECT_EQ(r.rv, 20u);
   EXPECT_LE(r.rv, log.current_rv());
+}
+
+// A list that sees every held transaction is handed the last one's commit
+// only while a restart of walwatch would keep it (the replay window's
+// confirmed position): past that, the position a restart starts after, so
+// that a watch from the list's RV resumes across a restart. Never past
+// insert_lsn - 1.
+TEST(PgHandoff, IsNeverBelowWhereARestartWouldStart) {
+  EventLog log(kBig, 10);
+  PgHandoff handoff;
+  ASSERT_TRUE(AppendTxn(&log, 20, 100));
+  log.AdvanceCurrentRv(49);
+  const HandoffSnapshot all = Snapshot("101:101:");
+  EXPECT_EQ(handoff.Classify(log, all, 50).rv, 20u);
+  log.SetRestartFloor(30);  // the window let go of 20
+  EXPECT_EQ(handoff.Classify(log, all, 50).rv, 30u);
+  log.SetRestartFloor(49);
+  EXPECT_EQ(handoff.Classify(log, all, 40).rv, 39u);
 }
 
 // Transactions that may have committed before the log began (below the
