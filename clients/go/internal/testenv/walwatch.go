@@ -145,7 +145,12 @@ func StartWalwatch(t testing.TB, db *DB, opts WalwatchOptions) *Walwatch {
 		if host == "" {
 			host = "127.0.0.1"
 		}
-		w.ServerIDFrom = fmt.Sprintf("ww-%s-%d", db.Name, n)
+		// walwatch takes at most 60 bytes; the name's unique part (the
+		// process and the test's number) is at its front.
+		w.ServerIDFrom = fmt.Sprintf("ww-%d-%s", n, db.Name)
+		if len(w.ServerIDFrom) > 60 {
+			w.ServerIDFrom = w.ServerIDFrom[:60]
+		}
 		defaults = append(defaults,
 			[]string{"--source", "mysql"},
 			[]string{"--mysql-conninfo", fmt.Sprintf("host=%s port=%d user=%s password=%s database=%s",
@@ -355,6 +360,28 @@ func (w *Walwatch) Restart(t testing.TB) {
 		t.Fatalf("testenv: walwatch did not exit within 30 s of SIGTERM\n%s", w.stderrTail())
 	}
 	w.start(t)
+}
+
+// RestartWith restarts walwatch as Restart does, with its flags changed:
+// each flag that args name ("--flag value" or "--flag=value") replaces
+// that flag's earlier value; the others are added. The flags hold for the
+// later restarts and starts too.
+func (w *Walwatch) RestartWith(t testing.TB, args ...string) {
+	t.Helper()
+	var argv []string
+	for i := 0; i < len(w.argv); i++ {
+		a := w.argv[i]
+		name, _, inline := strings.Cut(a, "=")
+		if i > 0 && strings.HasPrefix(a, "--") && namesFlag(args, name) {
+			if !inline && i+1 < len(w.argv) && !strings.HasPrefix(w.argv[i+1], "--") {
+				i++ // its value
+			}
+			continue
+		}
+		argv = append(argv, a)
+	}
+	w.argv = append(argv, args...)
+	w.Restart(t)
 }
 
 // Kill sends SIGKILL to walwatch and waits until it is gone. Start starts

@@ -98,6 +98,13 @@ func TestWalwatchMariaDB(t *testing.T) {
 	if strings.Contains(strings.Join(w2.argv, " "), "--replay-window 0s") || w2.ServerIDFrom == w.ServerIDFrom {
 		t.Errorf("argv %q: --replay-window 0s beside Args' window, or the first walwatch's server id", w2.argv)
 	}
+	// RestartWith replaces a flag, in either form, and adds the others.
+	w2.RestartWith(t, "--replay-window", "0s", "--bookmark-interval=2s")
+	argv := strings.Join(w2.argv, " ")
+	if strings.Contains(argv, "1m") || strings.Count(argv, "--replay-window") != 1 ||
+		!strings.HasSuffix(argv, "--replay-window 0s --bookmark-interval=2s") || !w2.Running() {
+		t.Errorf("after RestartWith: argv %q, running %v", argv, w2.Running())
+	}
 }
 
 func testWalwatchLifecycle(t *testing.T, db *DB, w *Walwatch) {
