@@ -112,6 +112,16 @@ module_settings() {
   esac
 }
 
+# modfile_tags FILE: the build tag of a module file's k8s.io release, for
+# code that exists for one release only (clients/go/apistorage: v0.32's
+# storage.Interface): go.k8s-v0.37.mod builds with -tags=k8s_v037.
+modfile_tags() {
+  case $1 in
+    go.mod) ;;
+    go.k8s-*.mod) local v=${1#go.k8s-}; v=${v%.mod}; echo "-tags=k8s_${v//./}" ;;
+  esac
+}
+
 # go_vet [GO ARGS...]: go vet ./... with the module's flags, through
 # vet-with-lang.sh if it needs it (with the vet of the Go that GOTOOLCHAIN
 # selects: Go 1.23's in the Go 1.23 build).
@@ -260,7 +270,7 @@ fi
 go_test() {
   local f=$1 log rc=0 ran skipped
   log=$(mktemp /tmp/walwatch-go-test.XXXXXX)
-  "$GO" test -modfile="$f" "${build_flags[@]}" "${test_args[@]}" ./... 2>&1 | tee "$log" || rc=$?
+  "$GO" test -modfile="$f" $(modfile_tags "$f") "${build_flags[@]}" "${test_args[@]}" ./... 2>&1 | tee "$log" || rc=$?
   ran=$(grep -c '^=== RUN' "$log" || true)
   skipped=$(grep -E '^ *--- SKIP' "$log" || true)
   rm -f "$log"
@@ -279,7 +289,7 @@ go_test() {
 
 for f in "${files[@]}"; do
   if ((!tests_only)); then
-    step "go vet ($f)" go_vet -modfile="$f" "${race_flags[@]}"
+    step "go vet ($f)" go_vet -modfile="$f" $(modfile_tags "$f") "${race_flags[@]}"
   fi
   step "go test ($f)" go_test "$f"
 done

@@ -1,0 +1,86 @@
+//go:build !k8s_v037
+
+package apistorage
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/walwatch/walwatch/clients/go/walwatch"
+)
+
+// queries are the store's SQL, in its dialect. Every query names the row by
+// its unique key (group, version, resource, cluster, namespace, name), in
+// that order, as keyArgs gives it.
+type queries struct {
+	get, insert, update, record, delete string
+	// count and list end with the store's columns; scopeWhere adds the rest.
+	count, list string
+	postgres    bool
+}
+
+func newQueries(dialect walwatch.Dialect, table string) queries {
+	pg := dialect == walwatch.Postgres
+	quote := func(name string) string {
+		if pg {
+			return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+		}
+		return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+	}
+	t := quote(table)
+	store := quote("group") + " = ? AND " + quote("version") + " = ? AND " + quote("resource") + " = ? AND " + quote("cluster") + " = ?"
+	row := store + " AND " + quote("namespace") + " = ? AND " + quote("name") + " = ?"
+	q := queries{postgres: pg}
+	q.get = "SELECT " + quote("resource_version") + ", " + quote("object") + " FROM " + t + " WHERE " + row
+	q.insert = "INSERT INTO " + t + " (" + strings.Join([]string{
+		quote("group"), quote("version"), quote("resource"), quote("cluster"), quote("namespace"), quote("name"),
+		quote("kind"), quote("uid"), quote("resource_version"), quote("object"), quote("created_at"), quote("synced_at"),
+	}, ", ") + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	q.update = "UPDATE " + t + " SET " + quote("uid") + " = ?, " + quote("resource_version") + " = ?, " +
+		quote("object") + " = ?, " + quote("synced_at") + " = ? WHERE " + row + " AND " + quote("resource_version") + " = ?"
+	q.record = "UPDATE " + t + " SET " + quote("resource_version") + " = ? WHERE " + row + " AND " + quote("resource_version") + " = ?"
+	q.delete = "DELETE FROM " + t + " WHERE " + row + " AND " + quote("resource_version") + " = ?"
+	q.count = "SELECT COUNT(*) FROM " + t + " WHERE " + store
+	q.list = "SELECT " + quote("namespace") + ", " + quote("name") + ", " + quote("resource_version") + ", " + quote("object") +
+		" FROM " + t + " WHERE " + store
+	for _, p := range []*string{&q.get, &q.insert, &q.update, &q.record, &q.delete} {
+		*p = q.bind(*p)
+	}
+	return q
+}
+
+// bind numbers the placeholders for PostgreSQL ($1, $2, ...).
+func (q queries) bind(query string) string {
+	if !q.postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// scopeWhere is the rest of a count's or a list's WHERE, with its
+// arguments after the store's.
+func (s *Store) scopeWhere(sc scope) (string, []any) {
+	r := s.cfg.Resource
+	args := []any{r.Group, r.Version, r.Resource, s.cfg.Cluster}
+	ns, name := `"namespace"`, `"name"`
+	if !s.q.postgres {
+		ns, name = "`namespace`", "`name`"
+	}
+	switch {
+	case sc.single != nil:
+		return " AND " + ns + " = ? AND " + name + " = ?", append(args, sc.single.namespace, sc.single.name)
+	case !sc.all:
+		return " AND " + ns + " = ?", append(args, sc.namespace)
+	}
+	return "", args
+}
