@@ -408,7 +408,7 @@ void HttpSession::AskStateSource(Awaiting what, const HandoffRequest* handoff) {
   std::weak_ptr<HttpSession> weak = weak_from_this();
   // Runs on a worker thread: only hand over to the strand. A session that
   // ended meanwhile is not kept alive for an answer nobody wants.
-  StateSource::RvCallback done = [weak, token](uint64_t rv,
+  StateSource::RvCallback done = [weak, token](StateSource::AnsweredRv rv,
                                                const StateError* error) {
     std::shared_ptr<HttpSession> self = weak.lock();
     if (!self) return;
@@ -493,7 +493,7 @@ void HttpSession::OnReadForDisconnect(ErrorCode ec, size_t /*bytes*/) {
   DoReadForDisconnect();  // a client has nothing to say yet; drop it
 }
 
-void HttpSession::OnStateAnswer(uint64_t token, uint64_t rv,
+void HttpSession::OnStateAnswer(uint64_t token, StateSource::AnsweredRv rv,
                                 std::optional<StateError> error) {
   if (phase_ != Phase::kWaitingForState || token != answer_token_) return;
   AbandonStateRequest();
@@ -507,8 +507,8 @@ void HttpSession::OnStateAnswer(uint64_t token, uint64_t rv,
         StateErrorStatus(error->code, error->reason, error->message),
         keep_alive_ && !reading_for_disconnect_);
   }
-  if (what == Awaiting::kWatchStartRv) return HandOver()->StartAfter(rv);
-  SendJson(200, ResourceVersionJson(rv), keep_alive_);
+  if (what == Awaiting::kWatchStartRv) return HandOver()->StartAfter(rv.rv);
+  SendJson(200, ResourceVersionJson(rv.rv, rv.latest), keep_alive_);
 }
 
 void HttpSession::GiveUpWaitingForState(const K8sStatus& status) {

@@ -123,7 +123,7 @@ class HttpSession : public StrandSession<HttpSession> {
   // they post to the strand, and an answer whose token is not the current
   // one (the session gave up on it) is dropped.
   void AskStateSource(Awaiting what, const HandoffRequest* handoff);
-  void OnStateAnswer(uint64_t token, uint64_t rv,
+  void OnStateAnswer(uint64_t token, StateSource::AnsweredRv rv,
                      std::optional<StateError> error);
   void GiveUpWaitingForState(const K8sStatus& status);
   // The answer to the StateSource request in flight (if any) stops

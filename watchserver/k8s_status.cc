@@ -216,11 +216,12 @@ std::string BookmarkEventLine(const std::string& kind,
   return line;
 }
 
-std::string ResourceVersionJson(uint64_t rv) {
+std::string ResourceVersionJson(uint64_t rv, uint64_t latest) {
   OrderedJson object = OrderedJson::object();
   object["kind"] = "ResourceVersion";
   object["apiVersion"] = "walwatch.clusterpedia.io/v1";
   object["resourceVersion"] = std::to_string(rv);
+  if (latest > rv) object["latestResourceVersion"] = std::to_string(latest);
   return Dump(object);
 }
 

@@ -125,8 +125,9 @@ std::string ApiVersion(const std::string& group, const std::string& version);
 
 // The answer of /walwatch/v1/handoff and /walwatch/v1/freshrv:
 // {"kind":"ResourceVersion","apiVersion":"walwatch.clusterpedia.io/v1",
-// "resourceVersion":"<rv>"}
-std::string ResourceVersionJson(uint64_t rv);
+// "resourceVersion":"<rv>"}, with "latestResourceVersion":"<latest>" when
+// latest > rv (a handoff's: StateSource::AnsweredRv).
+std::string ResourceVersionJson(uint64_t rv, uint64_t latest = 0);
 
 }  // namespace walwatch
 

@@ -178,7 +178,18 @@ class StateSource {
   virtual void ReadState(const StateQuery& query,
                          std::shared_ptr<InitialStateStream> stream) = 0;
 
-  using RvCallback = std::function<void(uint64_t rv, const StateError* err)>;
+  // An answer's RV, and the newest RV of the same state: no transaction of
+  // the table commits in (rv, latest]. A handoff answers the state's own RV
+  // (its last commit) and how far it holds, so that a list asked to be not
+  // older than an RV N in that range (one a client saw on a bookmark, say)
+  // may answer N. Built from one RV, both are it.
+  struct AnsweredRv {
+    AnsweredRv(uint64_t rv) : rv(rv), latest(rv) {}  // NOLINT: one RV
+    AnsweredRv(uint64_t rv, uint64_t latest) : rv(rv), latest(latest) {}
+    uint64_t rv;
+    uint64_t latest;
+  };
+  using RvCallback = std::function<void(AnsweredRv rv, const StateError* err)>;
   // Whether the answer is still wanted; false once the session gave up on
   // it or ended. A source checks it before and while it works, and drops a
   // request nobody waits for (without calling `done`). Any thread.

@@ -334,7 +334,7 @@ void MariaDbStateWorker::HandoffRv(const HandoffPosition& at,
   // transactions too: answer the RV of the table's last transaction at or
   // below it, the same state (HeldCommits::StateRv).
   const uint64_t state = log_->CommitsFrom(UINT64_MAX, *rv + 1).StateRv();
-  done(state < *rv && Continuable(state) ? state : *rv, nullptr);
+  done({state < *rv && Continuable(state) ? state : *rv, *rv}, nullptr);
 }
 
 void MariaDbStateWorker::FreshRv(const RvCallback& done, const Wanted& wanted) {

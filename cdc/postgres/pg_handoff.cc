@@ -68,6 +68,11 @@ HandoffResult PgHandoff::Classify(const EventSink& sink,
   uint64_t rv = first_invisible ? first_invisible->commit_lsn - 1
               : insert_lsn > 0  ? std::min(held.StateRv(), insert_lsn - 1)
                                 : 0;
+  // How far the same state holds: to the first invisible commit, else to
+  // insert_lsn - 1 (or the stream's position, if that is below it).
+  uint64_t latest = first_invisible ? rv
+                    : insert_lsn > 0 ? std::min(insert_lsn - 1, held.current_rv)
+                                     : rv;
   // The first later transaction L's events carry c(L)-1 or c(L), both at
   // least rv (c(L) > rv): the watch that continues from rv never sees an
   // RV below its start.
@@ -92,7 +97,7 @@ HandoffResult PgHandoff::Classify(const EventSink& sink,
     }
     rv = held.fence_hi + 1;
   }
-  return {HandoffStatus::kExact, rv};
+  return {HandoffStatus::kExact, rv, std::max(latest, rv)};
 }
 
 }  // namespace walwatch

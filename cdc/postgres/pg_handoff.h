@@ -44,6 +44,9 @@ enum class HandoffStatus {
 struct HandoffResult {
   HandoffStatus status;
   uint64_t rv;
+  // With kExact: the newest RV of the same state (no held transaction
+  // commits in (rv, latest]), at least rv.
+  uint64_t latest = 0;
 };
 
 class PgHandoff {

@@ -371,7 +371,7 @@ void PgStateWorker::HandoffRv(const HandoffPosition& at, const RvCallback& done,
   HandoffResult h = handoff_->Classify(*log_, snapshot, insert_lsn);
   switch (h.status) {
     case HandoffStatus::kExact:
-      done(h.rv, nullptr);
+      done({h.rv, h.latest}, nullptr);
       return;
     case HandoffStatus::kRetry: {
       StateError e{409, "Conflict",

@@ -68,6 +68,7 @@ TEST(PgHandoff, ClassifiesRetainedTransactionsBySnapshot) {
   HandoffResult r = classify("101:102:101", 50);
   EXPECT_EQ(r.status, HandoffStatus::kExact);
   EXPECT_EQ(r.rv, 29u);
+  EXPECT_EQ(r.latest, 29u);  // 101 commits at 30: the state ends there
   // Everything seen: the last commit before insert_lsn (nothing of the
   // table commits between it and insert_lsn - 1).
   r = classify("103:103:", 50);
@@ -130,6 +131,8 @@ TEST(PgHandoff, IsNeverBelowWhereARestartWouldStart) {
   log.AdvanceCurrentRv(49);
   const HandoffSnapshot all = Snapshot("101:101:");
   EXPECT_EQ(handoff.Classify(log, all, 50).rv, 20u);
+  // The same state holds up to insert_lsn - 1: nothing commits after 20.
+  EXPECT_EQ(handoff.Classify(log, all, 50).latest, 49u);
   log.SetRestartFloor(30);  // the window let go of 20
   EXPECT_EQ(handoff.Classify(log, all, 50).rv, 30u);
   log.SetRestartFloor(49);

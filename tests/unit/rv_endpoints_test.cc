@@ -48,6 +48,14 @@ TEST_F(RvEndpointsTest, HandoffAndFreshRvAnswerTheResourceVersion) {
   EXPECT_EQ(state_.handoffs().at(2).binlog_position, 12345u);
   EXPECT_TRUE(state_.handoffs().at(2).snapshot.empty());
 
+  // A state that holds past its RV says how far.
+  state_.set_answer({4242, std::nullopt, 4300});
+  ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/handoff?snapshot=1:2:", 200));
+  EXPECT_EQ(client->body(),
+            "{\"kind\":\"ResourceVersion\",\"apiVersion\":"
+            "\"walwatch.clusterpedia.io/v1\",\"resourceVersion\":\"4242\","
+            "\"latestResourceVersion\":\"4300\"}");
+
   state_.set_answer({5000, std::nullopt});
   ASSERT_TRUE(Answers(client.get(), "/walwatch/v1/freshrv", 200));
   EXPECT_EQ(client->BodyJson()["resourceVersion"], "5000");

@@ -32,11 +32,16 @@ type BinlogSnapshot struct {
 // in this PostgreSQL snapshot exactly: the list holds exactly the
 // transactions that committed at or below it. See HandoffPostgres's errors.
 func (c *Client) HandoffPostgres(ctx context.Context, s PostgresSnapshot) (string, error) {
+	a, err := c.handoffPostgres(ctx, s)
+	return a.rv, err
+}
+
+func (c *Client) handoffPostgres(ctx context.Context, s PostgresSnapshot) (handedOff, error) {
 	q := url.Values{"snapshot": {s.Snapshot}}
 	if s.InsertLSN != "" {
 		q.Set("insertLSN", s.InsertLSN)
 	}
-	return c.resourceVersion(ctx, "/walwatch/v1/handoff", q)
+	return c.resourceVersions(ctx, "/walwatch/v1/handoff", q)
 }
 
 // HandoffBinlog is HandoffPostgres for a list read on MySQL or MariaDB.
@@ -54,6 +59,11 @@ func (c *Client) HandoffPostgres(ctx context.Context, s PostgresSnapshot) (strin
 //
 // BeginSnapshot and List follow these rules themselves.
 func (c *Client) HandoffBinlog(ctx context.Context, s BinlogSnapshot) (string, error) {
+	a, err := c.handoffBinlog(ctx, s)
+	return a.rv, err
+}
+
+func (c *Client) handoffBinlog(ctx context.Context, s BinlogSnapshot) (handedOff, error) {
 	q := url.Values{
 		"binlogFile":     {s.File},
 		"binlogPosition": {strconv.FormatUint(s.Position, 10)},
@@ -61,7 +71,7 @@ func (c *Client) HandoffBinlog(ctx context.Context, s BinlogSnapshot) (string, e
 	if s.ServerID != 0 {
 		q.Set("serverId", strconv.FormatUint(uint64(s.ServerID), 10))
 	}
-	return c.resourceVersion(ctx, "/walwatch/v1/handoff", q)
+	return c.resourceVersions(ctx, "/walwatch/v1/handoff", q)
 }
 
 // FreshRV answers an RV that every transaction committed before the call
@@ -77,28 +87,51 @@ type resourceVersionAnswer struct {
 	Kind            string `json:"kind"`
 	APIVersion      string `json:"apiVersion"`
 	ResourceVersion string `json:"resourceVersion"`
+	// A handoff's: the newest RV of the same state, when above
+	// ResourceVersion (PROTOCOL.md, "Lists from SQL").
+	LatestResourceVersion string `json:"latestResourceVersion,omitempty"`
+}
+
+// handedOff is a handoff's answer: the state's RV, and the newest RV of the
+// same state (rv itself when walwatch names none).
+type handedOff struct {
+	rv, latest string
 }
 
 func (c *Client) resourceVersion(ctx context.Context, path string, query url.Values) (string, error) {
+	a, err := c.resourceVersions(ctx, path, query)
+	return a.rv, err
+}
+
+func (c *Client) resourceVersions(ctx context.Context, path string, query url.Values) (handedOff, error) {
 	ctx, cancel := c.withRequestTimeout(ctx)
 	defer cancel()
 	resp, err := c.get(ctx, path, query)
 	if err != nil {
-		return "", err
+		return handedOff{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
 	if err != nil {
-		return "", fmt.Errorf("walwatch: GET %s: reading the answer: %w", path, err)
+		return handedOff{}, fmt.Errorf("walwatch: GET %s: reading the answer: %w", path, err)
 	}
 	var answer resourceVersionAnswer
 	if err := json.Unmarshal(body, &answer); err != nil || answer.Kind != "ResourceVersion" {
-		return "", fmt.Errorf("walwatch: GET %s: not a ResourceVersion: %q", path, body)
+		return handedOff{}, fmt.Errorf("walwatch: GET %s: not a ResourceVersion: %q", path, body)
 	}
 	// walwatch spells an RV one way, without leading zeros, and refuses a
 	// watch from any other spelling (400).
-	if v, err := strconv.ParseUint(answer.ResourceVersion, 10, 64); err != nil || strconv.FormatUint(v, 10) != answer.ResourceVersion {
-		return "", fmt.Errorf("walwatch: GET %s: resourceVersion %q is not a decimal uint64 without leading zeros", path, answer.ResourceVersion)
+	rv, err := strconv.ParseUint(answer.ResourceVersion, 10, 64)
+	if err != nil || strconv.FormatUint(rv, 10) != answer.ResourceVersion {
+		return handedOff{}, fmt.Errorf("walwatch: GET %s: resourceVersion %q is not a decimal uint64 without leading zeros", path, answer.ResourceVersion)
 	}
-	return answer.ResourceVersion, nil
+	a := handedOff{rv: answer.ResourceVersion, latest: answer.ResourceVersion}
+	if answer.LatestResourceVersion != "" {
+		latest, err := strconv.ParseUint(answer.LatestResourceVersion, 10, 64)
+		if err != nil || strconv.FormatUint(latest, 10) != answer.LatestResourceVersion || latest < rv {
+			return handedOff{}, fmt.Errorf("walwatch: GET %s: latestResourceVersion %q is not a decimal uint64 at or above resourceVersion %s", path, answer.LatestResourceVersion, answer.ResourceVersion)
+		}
+		a.latest = answer.LatestResourceVersion
+	}
+	return a, nil
 }

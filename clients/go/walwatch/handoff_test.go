@@ -109,7 +109,13 @@ func TestHandoffAndFreshRVRequests(t *testing.T) {
 
 func TestResourceVersionAnswers(t *testing.T) {
 	for _, rv := range []string{"0", "1", "22381936", "10000030000012345", "18446744073709551615"} {
-		f := startFake(t, "unix", answer(200, rvAnswer(rv)))
+		body := rvAnswer(rv)
+		if rv == "22381936" {
+			// A handoff's latestResourceVersion is read, and not taken for
+			// the RV.
+			body = strings.TrimSuffix(body, "}") + `,"latestResourceVersion":"22382111"}`
+		}
+		f := startFake(t, "unix", answer(200, body))
 		c := f.client(t)
 		for name, call := range map[string]func() (string, error){
 			"HandoffPostgres": func() (string, error) {
@@ -155,6 +161,10 @@ func TestBadResourceVersionAnswersAreErrors(t *testing.T) {
 		// walwatch refuses a watch from an RV with leading zeros (400:
 		// one RV has one spelling), so none can be handed out.
 		{"RV with a leading zero", rvAnswer("022381936")},
+		// latestResourceVersion, when there, is an RV at or above it.
+		{"latest below the RV", strings.TrimSuffix(rvAnswer("22381936"), "}") + `,"latestResourceVersion":"22381935"}`},
+		{"latest not a number", strings.TrimSuffix(rvAnswer("22381936"), "}") + `,"latestResourceVersion":"x"}`},
+		{"latest with a leading zero", strings.TrimSuffix(rvAnswer("22381936"), "}") + `,"latestResourceVersion":"022381937"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFake(t, "unix", answer(200, tc.body))

@@ -45,6 +45,7 @@ type Queryer interface {
 // context BeginSnapshot was given.
 type Snapshot struct {
 	rv       string
+	latest   string
 	position string
 	dialect  Dialect
 
@@ -55,8 +56,24 @@ type Snapshot struct {
 	closeErr  error
 }
 
-// ResourceVersion is the RV of the snapshot's content.
+// ResourceVersion is the RV of the snapshot's content: its last write's.
 func (s *Snapshot) ResourceVersion() string { return s.rv }
+
+// LatestResourceVersion is the newest RV at which the table is still the
+// snapshot's content: no transaction of the table commits between
+// ResourceVersion and it. A list asked to be not older than an RV in that
+// range (one a client saw on a bookmark, say), or exactly at one, may be
+// answered from this snapshot, with that RV. It is ResourceVersion when
+// walwatch names no other (PROTOCOL.md, "Lists from SQL").
+func (s *Snapshot) LatestResourceVersion() string { return s.latest }
+
+// Shows is whether the snapshot's content is the table's state at rv:
+// ResourceVersion <= rv <= LatestResourceVersion.
+func (s *Snapshot) Shows(rv uint64) bool {
+	lo, err1 := strconv.ParseUint(s.rv, 10, 64)
+	hi, err2 := strconv.ParseUint(s.latest, 10, 64)
+	return err1 == nil && err2 == nil && lo <= rv && rv <= hi
+}
 
 // Position is the database's name for the snapshot, for logs: the snapshot
 // and insert LSN on PostgreSQL, the binlog file, offset and server on MySQL.
@@ -124,9 +141,9 @@ func (c *Client) BeginSnapshot(ctx context.Context, db *sql.DB, dialect Dialect)
 		if err != nil {
 			return nil, err
 		}
-		rv, err := c.handoffWithRetries(ctx, handoff)
+		a, err := c.handoffWithRetries(ctx, handoff)
 		if err == nil {
-			s.rv = rv
+			s.rv, s.latest = a.rv, a.latest
 			return s, nil
 		}
 		s.Close()
@@ -158,7 +175,7 @@ func (c *Client) List(ctx context.Context, db *sql.DB, dialect Dialect, list fun
 
 // takeSnapshot opens the transaction and reads its position; the returned
 // function hands that position off.
-func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) (*Snapshot, func(context.Context) (string, error), error) {
+func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) (*Snapshot, func(context.Context) (handedOff, error), error) {
 	// The transaction outlives ctx (a held snapshot serves later pages), so
 	// it is begun without ctx's cancellation; its statements here use ctx.
 	txctx := context.WithoutCancel(ctx)
@@ -180,7 +197,7 @@ func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) 
 			return nil, nil, fmt.Errorf("walwatch: reading the snapshot: %w", err)
 		}
 		s.position = "snapshot " + p.Snapshot + " at " + p.InsertLSN
-		return s, func(ctx context.Context) (string, error) { return c.HandoffPostgres(ctx, p) }, nil
+		return s, func(ctx context.Context) (handedOff, error) { return c.handoffPostgres(ctx, p) }, nil
 	}
 
 	conn, err := db.Conn(txctx)
@@ -188,7 +205,7 @@ func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) 
 		return nil, nil, fmt.Errorf("walwatch: a connection for the snapshot: %w", err)
 	}
 	s := &Snapshot{dialect: dialect, conn: conn}
-	fail := func(what string, err error) (*Snapshot, func(context.Context) (string, error), error) {
+	fail := func(what string, err error) (*Snapshot, func(context.Context) (handedOff, error), error) {
 		s.Close()
 		return nil, nil, fmt.Errorf("walwatch: %s: %w", what, err)
 	}
@@ -243,18 +260,18 @@ func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) 
 	}
 	b.ServerID = uint32(serverID)
 	s.position = fmt.Sprintf("%s:%d on server %d", b.File, b.Position, b.ServerID)
-	return s, func(ctx context.Context) (string, error) { return c.HandoffBinlog(ctx, b) }, nil
+	return s, func(ctx context.Context) (handedOff, error) { return c.handoffBinlog(ctx, b) }, nil
 }
 
 // maxHandoffWaits is how often a 504 is asked again with the same snapshot:
 // each takes up to --too-large-rv-wait (3 s) in walwatch.
 const maxHandoffWaits = 3
 
-func (c *Client) handoffWithRetries(ctx context.Context, handoff func(context.Context) (string, error)) (string, error) {
+func (c *Client) handoffWithRetries(ctx context.Context, handoff func(context.Context) (handedOff, error)) (handedOff, error) {
 	for waits := 0; ; waits++ {
-		rv, err := handoff(ctx)
+		a, err := handoff(ctx)
 		if err == nil || waits == maxHandoffWaits || !isGatewayTimeout(err) {
-			return rv, err
+			return a, err
 		}
 		delay := time.Second
 		if seconds, ok := apierrors.SuggestsClientDelay(err); ok && seconds > 0 && seconds <= 10 {
@@ -262,7 +279,7 @@ func (c *Client) handoffWithRetries(ctx context.Context, handoff func(context.Co
 		}
 		select {
 		case <-ctx.Done():
-			return "", err
+			return handedOff{}, err
 		case <-time.After(delay):
 		}
 	}

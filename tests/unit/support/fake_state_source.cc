@@ -1,5 +1,6 @@
 #include "tests/unit/support/fake_state_source.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace walwatch::server_test {
@@ -31,7 +32,8 @@ void FakeStateSource::ReleaseHeld(Answer answer) {
   hold_ = false;
   for (Held& h : held_) {
     threads_.emplace_back([done = std::move(h.done), answer] {
-      done(answer.rv, answer.error ? &*answer.error : nullptr);
+      done({answer.rv, std::max(answer.rv, answer.latest)},
+         answer.error ? &*answer.error : nullptr);
     });
   }
   held_.clear();
@@ -114,7 +116,8 @@ void FakeStateSource::Reply(RvCallback done, Wanted wanted) {
   }
   Answer answer = answer_;
   threads_.emplace_back([done = std::move(done), answer] {
-    done(answer.rv, answer.error ? &*answer.error : nullptr);
+    done({answer.rv, std::max(answer.rv, answer.latest)},
+         answer.error ? &*answer.error : nullptr);
   });
 }
 

@@ -34,6 +34,7 @@ class FakeStateSource : public StateSource {
   struct Answer {
     uint64_t rv = 0;
     std::optional<StateError> error;
+    uint64_t latest = 0;  // StateSource::AnsweredRv's; at most rv: rv
   };
 
   void set_manual(bool manual);

@@ -70,7 +70,7 @@ func (s *ResourceStorage) List(ctx context.Context, listObject runtime.Object, o
 }
 
 func (s *ResourceStorage) listNew(ctx context.Context, listObject runtime.Object, opts *internal.ListOptions, q *query, offset int64) error {
-	snapshot, err := s.snapshotFor(ctx, opts)
+	snapshot, listRV, err := s.snapshotFor(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *ResourceStorage) listNew(ctx context.Context, listObject runtime.Object
 	if page.more {
 		l := &heldList{id: newListID(), key: q.key(s.config.StorageResource), snapshot: snapshot, q: q}
 		if held = s.factory.lists.add(l); held {
-			page.next = continueToken{ID: l.id, Offset: offset + opts.Limit, ResourceVersion: snapshot.ResourceVersion()}.encode()
+			page.next = continueToken{ID: l.id, Offset: offset + opts.Limit, ResourceVersion: listRV}.encode()
 		} else {
 			// Every held slot is taken: answer the rest of the list now,
 			// from the same snapshot, as a server that cannot page does.
@@ -96,7 +96,7 @@ func (s *ResourceStorage) listNew(ctx context.Context, listObject runtime.Object
 			}
 		}
 	}
-	return s.finishList(listObject, page, snapshot.ResourceVersion())
+	return s.finishList(listObject, page, listRV)
 }
 
 func (s *ResourceStorage) listContinue(ctx context.Context, listObject runtime.Object, opts *internal.ListOptions, q *query) error {
@@ -128,13 +128,15 @@ func (s *ResourceStorage) listContinue(ctx context.Context, listObject runtime.O
 	return s.finishList(listObject, page, token.ResourceVersion)
 }
 
-// snapshotFor takes a snapshot that satisfies opts' resourceVersion.
-func (s *ResourceStorage) snapshotFor(ctx context.Context, opts *internal.ListOptions) (*walwatchgorm.Snapshot, error) {
+// snapshotFor takes a snapshot that satisfies opts' resourceVersion, and
+// gives the list's RV: the snapshot's, or the asked one when the snapshot
+// shows the table's state at it too (walwatch.Snapshot.Shows).
+func (s *ResourceStorage) snapshotFor(ctx context.Context, opts *internal.ListOptions) (*walwatchgorm.Snapshot, string, error) {
 	var want uint64
 	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
 		n, err := strconv.ParseUint(rv, 10, 64)
 		if err != nil {
-			return nil, badRequest("resourceVersion %q: not a walwatch resourceVersion (a decimal number)", rv)
+			return nil, "", badRequest("resourceVersion %q: not a walwatch resourceVersion (a decimal number)", rv)
 		}
 		want = n
 	}
@@ -142,7 +144,7 @@ func (s *ResourceStorage) snapshotFor(ctx context.Context, opts *internal.ListOp
 	switch opts.ResourceVersionMatch {
 	case "", metav1.ResourceVersionMatchNotOlderThan, metav1.ResourceVersionMatchExact:
 	default:
-		return nil, badRequest("resourceVersionMatch %q: not supported", opts.ResourceVersionMatch)
+		return nil, "", badRequest("resourceVersionMatch %q: not supported", opts.ResourceVersionMatch)
 	}
 	for attempt := 1; ; attempt++ {
 		// walwatch answers a handoff it cannot make yet within its
@@ -156,36 +158,38 @@ func (s *ResourceStorage) snapshotFor(ctx context.Context, opts *internal.ListOp
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 				if want > 0 {
-					return nil, genericstorage.NewTooLargeResourceVersionError(want, 0, 1)
+					return nil, "", genericstorage.NewTooLargeResourceVersionError(want, 0, 1)
 				}
-				return nil, apierrors.NewTimeoutError(fmt.Sprintf(
+				return nil, "", apierrors.NewTimeoutError(fmt.Sprintf(
 					"walwatch did not hand off a snapshot of %s within %s (walwatch.handoffTimeout); retry",
 					s.groupResource(), s.factory.config.Walwatch.HandoffTimeout.Duration), 1)
 			}
-			return nil, s.snapshotError(err)
+			return nil, "", s.snapshotError(err)
 		}
 		got, err := strconv.ParseUint(snapshot.ResourceVersion(), 10, 64)
 		if err != nil {
 			snapshot.Close()
-			return nil, apierrors.NewInternalError(err)
+			return nil, "", apierrors.NewInternalError(err)
 		}
 		switch {
-		case want == 0 || (!exact && got >= want) || (exact && got == want):
-			return snapshot, nil
+		case want == 0 || (!exact && got >= want):
+			return snapshot, snapshot.ResourceVersion(), nil
+		case snapshot.Shows(want):
+			return snapshot, strconv.FormatUint(want, 10), nil
 		case exact && got > want:
 			snapshot.Close()
-			return nil, apierrors.NewResourceExpired(fmt.Sprintf(
+			return nil, "", apierrors.NewResourceExpired(fmt.Sprintf(
 				"too old resource version: %d (%d): the walwatch storage lists the table as it is now only", want, got))
 		}
 		snapshot.Close()
 		if attempt == maxNewerSnapshots {
 			// The apiserver's answer to an RV it has not reached: 504 with
 			// cause ResourceVersionTooLarge; client-go retries it.
-			return nil, genericstorage.NewTooLargeResourceVersionError(want, got, 1)
+			return nil, "", genericstorage.NewTooLargeResourceVersionError(want, got, 1)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 		}
 	}
