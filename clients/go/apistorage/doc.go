@@ -32,9 +32,9 @@
 // See PROTOCOL.md, "A storage.Interface over the table", for what
 // k8s.io/apiserver's storage tests say of it.
 //
-// It is built against k8s.io/apiserver v0.32 (go.mod's pin): v0.36 changed
-// storage.Interface (Stats, GetCurrentResourceVersion, CompactRevision,
-// EnableResourceSizeEstimation in place of Count), so under the build tag
-// k8s_v037, which tests/tools/run-go-tests.sh sets for go.k8s-v0.37.mod,
-// the package holds this comment only.
+// storage.Interface changed in k8s.io/apiserver v0.36 (Stats,
+// GetCurrentResourceVersion, CompactRevision and
+// EnableResourceSizeEstimation in place of Count): store_v032.go builds by
+// default, store_v037.go with the build tag k8s_v037, which
+// tests/tools/run-go-tests.sh sets for go.k8s-v0.37.mod.
 package apistorage

@@ -1,5 +1,3 @@
-//go:build !k8s_v037
-
 package apistorage_test
 
 import (
@@ -14,6 +12,14 @@ import (
 // knownFailureEnv names the one listed test a child run of the test binary
 // runs (see TestStorageKnownFailuresOnPostgresAndMariaDB).
 const knownFailureEnv = "WALWATCH_APISTORAGE_KNOWN_FAILURE"
+
+// knownFailures, by "<database>/<test>", are in known_failures_v032_test.go
+// and known_failures_v037_test.go: the suites of the two releases differ.
+// So is unsteady: by "<database>/<test>", the subtests that may pass or
+// fail, because they do arithmetic on RVs (etcd's are consecutive
+// integers: "continueRV + 1" names the next write), and whether a WAL or
+// binlog position that near lies within a snapshot's range of RVs depends
+// on what the server's other databases wrote meanwhile.
 
 // knownFailure is how one of the suite's tests fails on one database: the
 // subtests that fail (as go test names them), or none if the test fails as
@@ -30,49 +36,10 @@ const (
 	whyKeys       = "(3) keys outside the store's resource"
 	whyCompaction = "(4) etcd's compaction is a write, one revision"
 	whyCompactPG  = "(5) the tests' compaction on PostgreSQL forgets up to now, not up to the given RV"
+	// v0.37's suite only:
+	whyCompactRevision = "(6) etcd records the revision it compacted to; walwatch forgets by time"
+	whyPrefixKey       = "(7) an object at the resource prefix itself (\"/pods/\"), which no row can be"
 )
-
-var knownFailures = map[string]knownFailure{
-	"Postgres/WatchSemantics": {[]string{
-		"allowWatchBookmarks=true,_sendInitialEvents=false,_RV=1",
-		"allowWatchBookmarks=false,_sendInitialEvents=false,_RV=1",
-	}, whyHistory},
-	"MariaDB/WatchSemantics": {[]string{
-		"allowWatchBookmarks=true,_sendInitialEvents=false,_RV=1",
-		"allowWatchBookmarks=false,_sendInitialEvents=false,_RV=1",
-	}, whyHistory},
-	"Postgres/Get":   {nil, whyTTL},
-	"MariaDB/Get":    {nil, whyTTL},
-	"Postgres/Count": {nil, whyKeys},
-	"MariaDB/Count":  {nil, whyKeys},
-	"Postgres/ConsistentList": {[]string{
-		"Non-consistent_list_before_sync",
-		"Consistent_request_returns_currentRV",
-		"Non-consistent_request_after_sync_returns_currentRV",
-	}, whyCompaction},
-	"MariaDB/ConsistentList": {[]string{
-		"Non-consistent_list_before_sync",
-		"Consistent_request_returns_currentRV",
-		"Non-consistent_request_after_sync_returns_currentRV",
-	}, whyCompaction},
-	"Postgres/List": {[]string{
-		"test_consistent_List", // whyCompaction
-		"test_List_with_limit_at_resource_version_before_first_write_and_match=Exact",
-		"test_List_on_existing_key_with_resource_version_set_before_first_write,_match=Exact",
-	}, whyHistory + "; " + whyCompaction},
-	"MariaDB/List": {[]string{
-		"test_consistent_List", // whyCompaction
-		"test_List_with_limit_at_resource_version_before_first_write_and_match=Exact",
-		"test_List_on_existing_key_with_resource_version_set_before_first_write,_match=Exact",
-	}, whyHistory + "; " + whyCompaction},
-	"Postgres/GetListNonRecursive": {[]string{
-		"existing_key,_resourceVersion=previous,_resourceVersionMatch=exact",
-		"existing_key,_resourceVersion=current,_resourceVersionMatch=exact", // whyCompactPG
-	}, whyHistory + "; " + whyCompactPG},
-	"MariaDB/GetListNonRecursive": {[]string{
-		"existing_key,_resourceVersion=previous,_resourceVersionMatch=exact",
-	}, whyHistory},
-}
 
 // TestStorageKnownFailuresOnPostgresAndMariaDB runs each listed test in a
 // child run of this test binary and checks that it fails exactly as
@@ -117,6 +84,9 @@ func TestStorageKnownFailuresOnPostgresAndMariaDB(t *testing.T) {
 				t.Errorf("%s: listed as failing whole, but these subtests fail: %v", name, failed)
 			}
 			want := map[string]bool{}
+			for _, s := range unsteady[name] {
+				delete(failed, s)
+			}
 			for _, s := range kf.subtests {
 				want[s] = true
 				if !failed[s] {

@@ -1,5 +1,3 @@
-//go:build !k8s_v037
-
 package apistorage
 
 import (
@@ -207,11 +205,22 @@ func (s *Store) listSnapshot(ctx context.Context, sc scope, exact, minRV uint64)
 		snap.Close()
 		return nil, 0, nil, storage.NewInternalError(err)
 	}
+	finish := func(read bool) { s.finishSnapshot(snap, at, read) }
 	switch {
-	case exact == 0 && minRV > at, exact > at:
-		snap.Close()
-		return nil, 0, nil, storage.NewTooLargeResourceVersionError(max(exact, minRV), at, 0)
-	case exact != 0 && exact != at:
+	case exact == 0 || exact > at:
+		// Not older than minRV, or at exact: the snapshot's RV, or the
+		// asked one when the snapshot shows its state too.
+		want := max(exact, minRV)
+		listRV, err := notOlder(snap, want)
+		if err == nil && exact != 0 && listRV != exact {
+			err = storage.NewTooLargeResourceVersionError(exact, at, 0)
+		}
+		if err != nil {
+			snap.Close()
+			return nil, 0, nil, err
+		}
+		return snap.Queryer(), listRV, finish, nil
+	case exact != at:
 		same, err := s.unchangedBetween(ctx, sc, exact, at)
 		if err == nil && !same {
 			err = apierrors.NewResourceExpired(expiredList)
@@ -221,9 +230,9 @@ func (s *Store) listSnapshot(ctx context.Context, sc scope, exact, minRV uint64)
 			return nil, 0, nil, err
 		}
 		// The snapshot shows exact's state, but is held at its own RV.
-		return snap.Queryer(), exact, func(read bool) { s.finishSnapshot(snap, at, read) }, nil
+		return snap.Queryer(), exact, finish, nil
 	}
-	return snap.Queryer(), at, func(read bool) { s.finishSnapshot(snap, at, read) }, nil
+	return snap.Queryer(), at, finish, nil
 }
 
 // finishSnapshot holds a new snapshot a list has read whole, or closes it.

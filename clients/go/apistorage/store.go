@@ -1,5 +1,3 @@
-//go:build !k8s_v037
-
 package apistorage
 
 import (
@@ -267,6 +265,9 @@ type scope struct {
 // store can have (outside ResourcePrefix, or of another shape) covers
 // nothing: reads find nothing there, and writes fail.
 func (s *Store) parseKey(key string, recursive bool) (scope, error) {
+	if err := s.checkKey(key, recursive); err != nil {
+		return scope{}, err
+	}
 	parts := strings.Split(strings.Trim(key, "/"), "/")
 	if parts[0] != s.prefix {
 		return nothing, nil
@@ -291,15 +292,21 @@ func (s *Store) parseKey(key string, recursive bool) (scope, error) {
 var nothing = scope{single: &objectKey{"", ""}}
 
 // objectKeyOf is the object at key, for a read.
-func (s *Store) objectKeyOf(key string) objectKey {
-	sc, _ := s.parseKey(key, false)
-	return *sc.single
+func (s *Store) objectKeyOf(key string) (objectKey, error) {
+	sc, err := s.parseKey(key, false)
+	if err != nil {
+		return objectKey{}, err
+	}
+	return *sc.single, nil
 }
 
 // writeKeyOf is the object at key, for a write: it fails on a key no object
 // can have.
 func (s *Store) writeKeyOf(key string) (objectKey, error) {
-	k := s.objectKeyOf(key)
+	k, err := s.objectKeyOf(key)
+	if err != nil {
+		return objectKey{}, err
+	}
 	if k.name == "" {
 		return objectKey{}, storage.NewInternalError(fmt.Errorf("apistorage: key %q: this store keeps %s/<namespace>/<name> and %s/<name> only",
 			key, s.cfg.ResourcePrefix, s.cfg.ResourcePrefix))
@@ -483,7 +490,10 @@ func (s *Store) Create(ctx context.Context, key string, obj, out runtime.Object,
 }
 
 func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, out runtime.Object) error {
-	k := s.objectKeyOf(key)
+	k, err := s.objectKeyOf(key)
+	if err != nil {
+		return err
+	}
 	minRV, err := s.versioner.ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return err
@@ -496,7 +506,7 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 			return err
 		}
 		defer snap.Close()
-		if err := checkNotOlder(snap, minRV); err != nil {
+		if _, err := notOlder(snap, minRV); err != nil {
 			return err
 		}
 		if r, err = s.readRow(ctx, snap.Queryer(), k); err != nil {
@@ -518,15 +528,21 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 	return s.decode(r.object, out, rv)
 }
 
-func checkNotOlder(snap *walwatch.Snapshot, minRV uint64) error {
+// notOlder is the RV of a read in snap that must not be older than minRV:
+// the snapshot's, or minRV itself when the snapshot shows the state at it
+// (walwatch.Snapshot.Shows); a TooLargeResourceVersion error otherwise.
+func notOlder(snap *walwatch.Snapshot, minRV uint64) (uint64, error) {
 	at, err := strconv.ParseUint(snap.ResourceVersion(), 10, 64)
 	if err != nil {
-		return storage.NewInternalError(err)
+		return 0, storage.NewInternalError(err)
 	}
-	if at < minRV {
-		return storage.NewTooLargeResourceVersionError(minRV, at, 0)
+	switch {
+	case minRV <= at:
+		return at, nil
+	case snap.Shows(minRV):
+		return minRV, nil
 	}
-	return nil
+	return 0, storage.NewTooLargeResourceVersionError(minRV, at, 0)
 }
 
 // current reads the object at k for a conditional write: the object with
@@ -549,7 +565,10 @@ func (s *Store) current(ctx context.Context, k objectKey) (*row, runtime.Object,
 
 func (s *Store) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
-	k := s.objectKeyOf(key)
+	k, err := s.objectKeyOf(key)
+	if err != nil {
+		return err
+	}
 	for {
 		r, existing, _, err := s.current(ctx, k)
 		if err != nil {
@@ -689,20 +708,6 @@ func (s *Store) sameObject(a, b runtime.Object) (bool, error) {
 		return false, err
 	}
 	return bytes.Equal(ea, eb), nil
-}
-
-func (s *Store) Count(key string) (int64, error) {
-	sc, err := s.parseKey(key, true)
-	if err != nil {
-		return 0, err
-	}
-	where, args := s.scopeWhere(sc)
-	var n int64
-	err = s.cfg.DB.QueryRowContext(context.Background(), s.q.bind(s.q.count+where), args...).Scan(&n)
-	if err != nil {
-		return 0, storage.NewInternalError(err)
-	}
-	return n, nil
 }
 
 func (s *Store) ReadinessCheck() error {

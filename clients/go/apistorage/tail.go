@@ -1,5 +1,3 @@
-//go:build !k8s_v037
-
 package apistorage
 
 import (

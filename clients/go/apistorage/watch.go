@@ -1,5 +1,3 @@
-//go:build !k8s_v037
-
 package apistorage
 
 import (
@@ -81,12 +79,13 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 			w.Stop()
 			return nil, err
 		}
-		if err := checkNotOlder(snap, rv); err != nil {
+		// The initial state is at from (the snapshot's RV, or rv when it
+		// shows rv's state): the stream from there follows it exactly.
+		if from, err = notOlder(snap, rv); err != nil {
 			snap.Close()
 			w.Stop()
 			return nil, err
 		}
-		from, _ = strconv.ParseUint(snap.ResourceVersion(), 10, 64)
 	case rv == 0:
 		if from, err = s.freshRV(ctx); err != nil {
 			w.Stop()
