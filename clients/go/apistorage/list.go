@@ -196,7 +196,7 @@ func (s *Store) listSnapshot(ctx context.Context, sc scope, exact, minRV uint64)
 			return h.snap.Queryer(), exact, func(bool) { s.held.release(h) }, nil
 		}
 	}
-	snap, err := s.cfg.Client.BeginSnapshot(ctx, s.cfg.DB, s.cfg.Dialect)
+	snap, err := s.beginSnapshot(ctx)
 	if err != nil {
 		return nil, 0, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,7 +59,10 @@ type Config struct {
 	// each for HeldSnapshotIdle after its last use, so that the next page of
 	// a paged list, or a list at an exact RV, reads that RV's state. Each
 	// holds a database connection (and on PostgreSQL holds back VACUUM).
-	// Zero means 4 and 30 s; a negative HeldSnapshots, none.
+	// Zero means 4 and 10 s; a negative HeldSnapshots, none. On PostgreSQL
+	// an open snapshot also holds back walwatch's handoffs for a while after
+	// a walwatch starts (410 while a transaction older than its log is
+	// open), so they are held briefly.
 	HeldSnapshots    int
 	HeldSnapshotIdle time.Duration
 }
@@ -113,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.HeldSnapshots = 4
 	}
 	if cfg.HeldSnapshotIdle <= 0 {
-		cfg.HeldSnapshotIdle = 30 * time.Second
+		cfg.HeldSnapshotIdle = 10 * time.Second
 	}
 	rv, err := cfg.Client.FreshRV(ctx)
 	if err != nil {
@@ -399,6 +403,35 @@ func (s *Store) resolve(ctx context.Context, k objectKey, columnRV string) (uint
 	return rv, nil
 }
 
+// snapshotRetryBound bounds how long a read retries a snapshot that
+// walwatch cannot hand off yet: 410 while a transaction older than its log
+// is open anywhere on the server (for a while after walwatch starts), 409,
+// 504 while it catches up. Within the caller's context.
+const snapshotRetryBound = 30 * time.Second
+
+// beginSnapshot is Client.BeginSnapshot, retried with a growing pause while
+// walwatch answers 409, 410 or 504: conditions that pass.
+func (s *Store) beginSnapshot(ctx context.Context) (*walwatch.Snapshot, error) {
+	deadline := time.Now().Add(snapshotRetryBound)
+	pause := 50 * time.Millisecond
+	for {
+		snap, err := s.cfg.Client.BeginSnapshot(ctx, s.cfg.DB, s.cfg.Dialect)
+		if err == nil {
+			return snap, nil
+		}
+		transient := apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || apierrors.IsConflict(err) || apierrors.IsTimeout(err)
+		if !transient || time.Now().Add(pause).After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
 func (s *Store) freshRV(ctx context.Context) (uint64, error) {
 	v, err := s.cfg.Client.FreshRV(ctx)
 	if err != nil {
@@ -501,7 +534,7 @@ func (s *Store) Get(ctx context.Context, key string, opts storage.GetOptions, ou
 	var r *row
 	if minRV > 0 {
 		// Read at an RV that can be compared with minRV.
-		snap, err := s.cfg.Client.BeginSnapshot(ctx, s.cfg.DB, s.cfg.Dialect)
+		snap, err := s.beginSnapshot(ctx)
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
 // GetCurrentResourceVersion is the RV of a snapshot taken now: every write
 // that returned before the call lies at or below it.
 func (s *Store) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
-	snap, err := s.cfg.Client.BeginSnapshot(ctx, s.cfg.DB, s.cfg.Dialect)
+	snap, err := s.beginSnapshot(ctx)
 	if err != nil {
 		return 0, err
 	}

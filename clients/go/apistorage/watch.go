@@ -2,6 +2,7 @@ package apistorage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -75,21 +76,18 @@ func (s *Store) Watch(ctx context.Context, key string, opts storage.ListOptions)
 	from := rv
 	switch {
 	case initial:
-		if snap, err = s.cfg.Client.BeginSnapshot(ctx, s.cfg.DB, s.cfg.Dialect); err != nil {
-			w.Stop()
-			return nil, err
+		if snap, err = s.beginSnapshot(ctx); err != nil {
+			return w.failed(err), nil
 		}
 		// The initial state is at from (the snapshot's RV, or rv when it
 		// shows rv's state): the stream from there follows it exactly.
 		if from, err = notOlder(snap, rv); err != nil {
 			snap.Close()
-			w.Stop()
-			return nil, err
+			return w.failed(err), nil
 		}
 	case rv == 0:
 		if from, err = s.freshRV(ctx); err != nil {
-			w.Stop()
-			return nil, err
+			return w.failed(err), nil
 		}
 	}
 	go w.run(wctx, from, snap)
@@ -109,6 +107,16 @@ type watcher struct {
 func (w *watcher) Stop()                          { w.once.Do(w.cancel) }
 func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
 
+// failed is w ended at once with err as its only event (an ERROR, as etcd3's
+// watcher reports what goes wrong after the request was accepted).
+func (w *watcher) failed(err error) *watcher {
+	w.Stop()
+	ev := watch.Event{Type: watch.Error, Object: statusOf(err)}
+	w.result <- ev
+	close(w.result)
+	return w
+}
+
 // send delivers ev, unless the watch is stopped.
 func (w *watcher) send(ctx context.Context, ev watch.Event) bool {
 	select {
@@ -124,13 +132,17 @@ func (w *watcher) fail(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	var status metav1.Status
-	if se, ok := err.(apierrors.APIStatus); ok {
-		status = se.Status()
-	} else {
-		status = apierrors.NewInternalError(err).ErrStatus
+	w.send(ctx, watch.Event{Type: watch.Error, Object: statusOf(err)})
+}
+
+// statusOf is err's Status: its own, or a 500's.
+func statusOf(err error) *metav1.Status {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		status := se.Status()
+		return &status
 	}
-	w.send(ctx, watch.Event{Type: watch.Error, Object: &status})
+	return &apierrors.NewInternalError(err).ErrStatus
 }
 
 func (w *watcher) bookmark(rv uint64, initialEventsEnd bool) (watch.Event, error) {
