@@ -292,7 +292,7 @@ EventLog::HeldCommits EventLog::CommitsFrom(uint64_t from_xid,
   MutexLock lock(&mu_);
   HeldCommits held{floor_rv_, current_rv_, max_evicted_xid_, fence_lo_,
                    fence_hi_, {}};
-  held.restart_floor_rv = std::max(restart_floor_rv_, floor_rv_);
+  held.restart_floor_rv = restart_floor_rv_;
   // A transaction's last event stands for it: all carry its commit LSN and
   // xid. A loss's placeholder is one such event too.
   bool from_here = false;

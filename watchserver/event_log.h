@@ -288,7 +288,7 @@ class EventLog final : public EventSink {
   // floor the log started with): every selection's floor is at least this.
   uint64_t barrier_end_seq_ GUARDED_BY(mu_) = 0;
   uint64_t barrier_floor_rv_ GUARDED_BY(mu_) = 0;
-  // SetRestartFloor's; the floor until the first, and after ResetHistory.
+  // SetRestartFloor's; 0 until the first, the new floor after ResetHistory.
   uint64_t restart_floor_rv_ GUARDED_BY(mu_) = 0;
   std::string key_scratch_ GUARDED_BY(mu_);
   mutable std::string pair_scratch_ GUARDED_BY(mu_);

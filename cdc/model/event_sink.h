@@ -187,7 +187,8 @@ class EventSink {
     // The commit LSN of the last held transaction that commits before
     // `before`, whatever its xid; 0 if none is held.
     uint64_t last_commit_lsn = 0;
-    // SetRestartFloor's last `rv` (floor_rv before the first).
+    // SetRestartFloor's last `rv` (0 before the first; ResetHistory sets it
+    // to the new floor). StateRv never answers below floor_rv either.
     uint64_t restart_floor_rv = 0;
 
     bool Fenced(uint64_t rv) const { return rv > fence_lo && rv <= fence_hi; }

@@ -41,8 +41,8 @@ type listedRow struct {
 
 // readScope reads every row of sc in q, in key order (as etcd lists).
 func (s *Store) readScope(ctx context.Context, q walwatch.Queryer, sc scope) ([]listedRow, error) {
-	where, args := s.scopeWhere(sc)
-	rows, err := q.QueryContext(ctx, s.q.bind(s.q.list+where), args...)
+	query, args := s.scoped(s.q.list, sc)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, storage.NewInternalError(fmt.Errorf("listing: %w", err))
 	}

@@ -12,9 +12,11 @@ import (
 // that order, as keyArgs gives it.
 type queries struct {
 	get, insert, update, record, delete string
-	// count and list end with the store's columns; scopeWhere adds the rest.
-	count, list string
-	postgres    bool
+	// count and list end with the store's columns; scoped adds the rest,
+	// inNamespace or isObject.
+	count, list           string
+	inNamespace, isObject string
+	postgres              bool
 }
 
 func newQueries(dialect walwatch.Dialect, table string) queries {
@@ -39,6 +41,8 @@ func newQueries(dialect walwatch.Dialect, table string) queries {
 	q.record = "UPDATE " + t + " SET " + quote("resource_version") + " = ? WHERE " + row + " AND " + quote("resource_version") + " = ?"
 	q.delete = "DELETE FROM " + t + " WHERE " + row + " AND " + quote("resource_version") + " = ?"
 	q.count = "SELECT COUNT(*) FROM " + t + " WHERE " + store
+	q.inNamespace = " AND " + quote("namespace") + " = ?"
+	q.isObject = q.inNamespace + " AND " + quote("name") + " = ?"
 	q.list = "SELECT " + quote("namespace") + ", " + quote("name") + ", " + quote("resource_version") + ", " + quote("object") +
 		" FROM " + t + " WHERE " + store
 	for _, p := range []*string{&q.get, &q.insert, &q.update, &q.record, &q.delete} {
@@ -65,20 +69,16 @@ func (q queries) bind(query string) string {
 	return b.String()
 }
 
-// scopeWhere is the rest of a count's or a list's WHERE, with its
-// arguments after the store's.
-func (s *Store) scopeWhere(sc scope) (string, []any) {
+// scoped is query (q.count or q.list) for the rows of sc, bound, with its
+// arguments.
+func (s *Store) scoped(query string, sc scope) (string, []any) {
 	r := s.cfg.Resource
 	args := []any{r.Group, r.Version, r.Resource, s.cfg.Cluster}
-	ns, name := `"namespace"`, `"name"`
-	if !s.q.postgres {
-		ns, name = "`namespace`", "`name`"
-	}
 	switch {
 	case sc.single != nil:
-		return " AND " + ns + " = ? AND " + name + " = ?", append(args, sc.single.namespace, sc.single.name)
+		query, args = query+s.q.isObject, append(args, sc.single.namespace, sc.single.name)
 	case !sc.all:
-		return " AND " + ns + " = ?", append(args, sc.namespace)
+		query, args = query+s.q.inNamespace, append(args, sc.namespace)
 	}
-	return "", args
+	return s.q.bind(query), args
 }

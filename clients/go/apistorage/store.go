@@ -743,6 +743,16 @@ func (s *Store) sameObject(a, b runtime.Object) (bool, error) {
 	return bytes.Equal(ea, eb), nil
 }
 
+// count is how many rows sc covers.
+func (s *Store) count(ctx context.Context, sc scope) (int64, error) {
+	query, args := s.scoped(s.q.count, sc)
+	var n int64
+	if err := s.cfg.DB.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return 0, storage.NewInternalError(err)
+	}
+	return n, nil
+}
+
 func (s *Store) ReadinessCheck() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -2,11 +2,7 @@
 
 package apistorage
 
-import (
-	"context"
-
-	"k8s.io/apiserver/pkg/storage"
-)
+import "context"
 
 // What storage.Interface has up to k8s.io/apiserver v0.35 only.
 
@@ -15,13 +11,7 @@ func (s *Store) Count(key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	where, args := s.scopeWhere(sc)
-	var n int64
-	err = s.cfg.DB.QueryRowContext(context.Background(), s.q.bind(s.q.count+where), args...).Scan(&n)
-	if err != nil {
-		return 0, storage.NewInternalError(err)
-	}
-	return n, nil
+	return s.count(context.Background(), sc)
 }
 
 // checkKey: before v0.36, etcd3 accepted any key; the store reads nothing

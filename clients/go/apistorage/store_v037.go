@@ -14,10 +14,9 @@ import (
 // Stats counts the store's rows. The average object size is not estimated
 // (0, as etcd3's store without size-based list cost estimation).
 func (s *Store) Stats(ctx context.Context) (storage.Stats, error) {
-	where, args := s.scopeWhere(scope{all: true})
-	var n int64
-	if err := s.cfg.DB.QueryRowContext(ctx, s.q.bind(s.q.count+where), args...).Scan(&n); err != nil {
-		return storage.Stats{}, storage.NewInternalError(err)
+	n, err := s.count(ctx, scope{all: true})
+	if err != nil {
+		return storage.Stats{}, err
 	}
 	return storage.Stats{ObjectCount: n}, nil
 }
