@@ -48,6 +48,7 @@ install(FILES
           "${_walwatch_root}/schema/clusterpedia.sql"
           "${_walwatch_root}/schema/replica_identity.sql"
           "${_walwatch_root}/schema/roles.sql"
+          "${_walwatch_root}/schema/publication.sql"
           "${_walwatch_root}/schema/clusterpedia-resources.mapping.json"
         DESTINATION share/walwatch)
 # MySQL/MariaDB: the table and the account's grants.

@@ -39,9 +39,9 @@
 namespace walwatch {
 
 struct Config {
-  // Which database's log walwatch reads: PostgreSQL's WAL through a wal2json
-  // slot (--conninfo, --slot), or a MySQL/MariaDB binlog (--mysql-conninfo,
-  // --server-id).
+  // Which database's log walwatch reads: PostgreSQL's WAL through a logical
+  // replication slot (--conninfo, --slot, --plugin), or a MySQL/MariaDB
+  // binlog (--mysql-conninfo, --server-id).
   enum class Source { kPostgres, kMysql };
   Source source = Source::kPostgres;
 
@@ -52,6 +52,17 @@ struct Config {
   // Logical replication slot; matches [a-z0-9_]{1,63}.
   std::string slot = "walwatch";
   std::string slot_from;  // --slot-from's text, as given (slot holds the name)
+  // The output plugin the slot decodes with: wal2json (format-version 2),
+  // or pgoutput with a publication of the mapped table.
+  enum class Plugin { kWal2Json, kPgoutput };
+  Plugin plugin = Plugin::kWal2Json;
+  // pgoutput's publication; empty: named as the slot.
+  std::string publication;
+  // pgoutput's protocol version, 1 to 4; 0: the highest the server offers.
+  int pgoutput_protocol = 0;
+  // Create the slot as a failover slot (PostgreSQL 17 and later), which the
+  // server syncs to standbys that have sync_replication_slots on.
+  bool slot_failover = false;
   // Table-mapping JSON file. Empty means the built-in Clusterpedia resources
   // mapping.
   std::string mapping_path;

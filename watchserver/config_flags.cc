@@ -44,7 +44,7 @@ const Flag kFlags[] = {
 
     {"source", Group::kGeneral, "postgres|mysql",
      "The database whose log walwatch reads: postgres, PostgreSQL's WAL "
-     "through a wal2json logical replication slot (--conninfo, --slot); or "
+     "through a logical replication slot (--conninfo, --slot, --plugin); or "
      "mysql, the binary log of a MySQL or MariaDB server, read as a replica "
      "reads it (--mysql-conninfo, --server-id). The other settings apply to "
      "both unless their heading says otherwise.",
@@ -98,6 +98,74 @@ const Flag kFlags[] = {
        return "";
      },
      [](const Config& c) { return c.slot_from; }, false, true},
+    {"plugin", Group::kPostgreSql, "NAME",
+     "The logical decoding output plugin the slot uses: wal2json (its "
+     "format-version 2; the server needs the wal2json extension) or "
+     "pgoutput (built into PostgreSQL 10 and later; walwatch reads the "
+     "mapped table's changes through --publication). An existing slot must "
+     "have been created with the same plugin.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       if (t == "wal2json") {
+         c->plugin = Config::Plugin::kWal2Json;
+       } else if (t == "pgoutput") {
+         c->plugin = Config::Plugin::kPgoutput;
+       } else {
+         return "expected wal2json or pgoutput";
+       }
+       return "";
+     },
+     [](const Config& c) -> std::string {
+       return c.plugin == Config::Plugin::kPgoutput ? "pgoutput" : "wal2json";
+     },
+     false, true},
+    {"publication", Group::kPostgreSql, "NAME",
+     "With --plugin pgoutput: the publication to stream, which must publish "
+     "the mapped table's inserts, updates, deletes and truncates. walwatch "
+     "creates it (FOR TABLE the mapped table) when it is missing and it may; "
+     "otherwise create it on the primary with schema/publication.sql.",
+     "the slot's name",
+     [](std::string_view t, Config* c) -> std::string {
+       if (t.empty() || t.size() > 63) return "expected 1 to 63 bytes";
+       c->publication = t;
+       return "";
+     },
+     [](const Config& c) { return c.publication; }, false, true},
+    {"pgoutput-protocol", Group::kPostgreSql, "N",
+     "With --plugin pgoutput: the protocol version to ask for, 1 to 4, or "
+     "auto: the highest the server offers (PostgreSQL 14: 2, 15: 3, 16 and "
+     "later: 4). From version 2 on, large transactions are streamed before "
+     "they commit, and walwatch holds them until their commit.",
+     "auto",
+     [](std::string_view t, Config* c) -> std::string {
+       if (t == "auto") {
+         c->pgoutput_protocol = 0;
+       } else if (t.size() == 1 && t[0] >= '1' && t[0] <= '4') {
+         c->pgoutput_protocol = t[0] - '0';
+       } else {
+         return "expected auto or 1 to 4";
+       }
+       return "";
+     },
+     [](const Config& c) -> std::string {
+       return c.pgoutput_protocol == 0 ? std::string("auto")
+                                       : std::to_string(c.pgoutput_protocol);
+     },
+     false, true},
+    {"slot-failover", Group::kPostgreSql, nullptr,
+     "Create the slot as a failover slot (PostgreSQL 17 and later): a "
+     "standby with sync_replication_slots = on keeps a copy of it, so that "
+     "after a promotion walwatch goes on from the copy with no relist. An "
+     "existing slot that is not one is warned of at startup: drop it while "
+     "walwatch is stopped to have it created as one.",
+     nullptr,
+     [](std::string_view t, Config* c) -> std::string {
+       return ParseBool(t, &c->slot_failover) ? "" : "expected true or false";
+     },
+     [](const Config& c) -> std::string {
+       return c.slot_failover ? "true" : "false";
+     },
+     true, true},
     {"mapping", Group::kPostgreSql, "PATH",
      "Table-mapping JSON file: which tables become which Kubernetes "
      "resources. On MySQL the table is in --mysql-conninfo's database; the "

@@ -1,4 +1,4 @@
-// walwatch: PostgreSQL logical replication (wal2json), or a MySQL/MariaDB
+// walwatch: PostgreSQL logical replication (wal2json or pgoutput), or a MySQL/MariaDB
 // binlog, to Kubernetes watch streams on a Unix socket. main wires the
 // pieces together:
 //
@@ -145,6 +145,10 @@ std::string MakeDatabase(const Config& config, const TableMapping& mapping,
     PostgresOptions o;
     o.source.conninfo = config.conninfo;
     o.source.slot = config.slot;
+    o.source.pgoutput = config.plugin == Config::Plugin::kPgoutput;
+    o.source.publication = config.publication;
+    o.source.pgoutput_protocol = config.pgoutput_protocol;
+    o.source.slot_failover = config.slot_failover;
     o.source.receive_timeout = config.replication_timeout;
     o.source.connect_timeout_seconds = connect_timeout_seconds;
     o.source.max_transaction_bytes = max_transaction_bytes;

@@ -32,8 +32,9 @@ void RegisterReplicationMetrics(Metrics* m,
   m->AddLabeledCounter("walwatch_events_decoded_total", "", "type", "DELETED",
                        [&s] { return static_cast<double>(s.events_deleted.load()); });
   counter("walwatch_transactions_total",
-          "Transactions received, of every table: wal2json sends each "
-          "transaction's begin and commit, empty for other tables.",
+          "Transactions received: wal2json sends every transaction's "
+          "begin and commit, empty for other tables; pgoutput (from "
+          "PostgreSQL 15 on) only those that changed a published table.",
           s.transactions);
   counter("walwatch_duplicate_transactions_total",
           "Transactions the server sent again after a reconnect, dropped.",
@@ -42,7 +43,9 @@ void RegisterReplicationMetrics(Metrics* m,
           "UPDATEs that changed nothing a watcher sees (no event).",
           s.unchanged_updates);
   counter("walwatch_decode_errors_total",
-          "wal2json messages that could not be decoded.", s.decode_errors);
+          "PostgreSQL replication messages (wal2json or pgoutput) that "
+          "could not be decoded.",
+          s.decode_errors);
   counter("walwatch_row_errors_total",
           "Rows that could not become watch events.", s.row_errors);
   counter("walwatch_reconnects_total",

@@ -188,14 +188,18 @@ std::string CheckDatabase(PGconn* conn, const TableMapping& mapping,
   return "";
 }
 
-std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
+std::string ReadSlot(PGconn* conn, const std::string& slot,
+                     const SlotSpec& spec, SlotState* out,
                      const StopSignal* stop) {
   std::string err;
+  const bool has_failover = PQserverVersion(conn) >= 170000;
   PgResult r = PgQuery(
       conn,
-      "SELECT coalesce(plugin, ''), coalesce(database::text, ''), "
-      "coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, ''), "
-      "current_database() FROM pg_replication_slots WHERE slot_name = $1",
+      std::string("SELECT coalesce(plugin, ''), coalesce(database::text, ''), "
+                  "coalesce(confirmed_flush_lsn::text, ''), "
+                  "coalesce(wal_status, ''), current_database(), ") +
+          (has_failover ? "failover, synced" : "false, false") +
+          " FROM pg_replication_slots WHERE slot_name = $1",
       {slot}, &err, stop);
   if (!r) return "cannot read replication slot " + slot + ": " + err;
   *out = SlotState();
@@ -206,9 +210,13 @@ std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
   std::string cf = PQgetvalue(r.get(), 0, 2);
   out->wal_status = PQgetvalue(r.get(), 0, 3);
   std::string current_db = PQgetvalue(r.get(), 0, 4);
-  if (out->plugin != "wal2json") {
+  out->failover = std::string_view(PQgetvalue(r.get(), 0, 5)) == "t";
+  out->synced = std::string_view(PQgetvalue(r.get(), 0, 6)) == "t";
+  if (out->plugin != spec.plugin) {
     return "replication slot " + slot + " uses plugin \"" + out->plugin +
-           "\", not wal2json (fix: choose another --slot, or drop it)";
+           "\", not " + spec.plugin +
+           " (fix: choose another --slot, give --plugin " + out->plugin +
+           ", or drop the slot)";
   }
   if (out->database != current_db) {
     return "replication slot " + slot + " belongs to database \"" +
@@ -224,12 +232,67 @@ std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
 }
 
 std::string CreateSlot(PGconn* conn, const std::string& slot,
-                       const StopSignal* stop) {
+                       const SlotSpec& spec, const StopSignal* stop) {
+  if (spec.failover && PQserverVersion(conn) < 170000) {
+    return "cannot create replication slot " + slot +
+           " as a failover slot: the server is older than PostgreSQL 17 "
+           "(fix: leave out --slot-failover)";
+  }
+  std::string err;
+  PgResult r =
+      spec.failover
+          ? PgQuery(conn,
+                    "SELECT pg_create_logical_replication_slot($1, $2, "
+                    "false, false, true)",
+                    {slot, spec.plugin}, &err, stop)
+          : PgQuery(conn, "SELECT pg_create_logical_replication_slot($1, $2)",
+                    {slot, spec.plugin}, &err, stop);
+  if (!r) return "cannot create replication slot " + slot + ": " + ExplainPgError(err);
+  return "";
+}
+
+std::string EnsurePublication(PGconn* conn, const std::string& publication,
+                              const TableMapping& m, const StopSignal* stop) {
   std::string err;
   PgResult r = PgQuery(
-      conn, "SELECT pg_create_logical_replication_slot($1, 'wal2json')",
-      {slot}, &err, stop);
-  if (!r) return "cannot create replication slot " + slot + ": " + ExplainPgError(err);
+      conn,
+      "SELECT p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, "
+      "EXISTS (SELECT 1 FROM pg_publication_tables t WHERE t.pubname = "
+      "p.pubname AND t.schemaname = $2 AND t.tablename = $3) "
+      "FROM pg_publication p WHERE p.pubname = $1",
+      {publication, m.schema, m.table}, &err, stop);
+  if (!r) return "cannot read publication " + publication + ": " + err;
+  const std::string table = QuoteIdent(m.schema) + "." + QuoteIdent(m.table);
+  const std::string fix = " (fix: CREATE PUBLICATION " +
+                          QuoteIdent(publication) + " FOR TABLE " + table +
+                          " on the primary, as schema/publication.sql does)";
+  if (PQntuples(r.get()) == 1) {
+    if (std::string_view(PQgetvalue(r.get(), 0, 1)) != "t") {
+      return "publication " + publication + " does not publish " + table +
+             " (fix: ALTER PUBLICATION " + QuoteIdent(publication) +
+             " ADD TABLE " + table + ")";
+    }
+    if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t") {
+      return "publication " + publication +
+             " leaves out some of insert, update, delete and truncate (fix: "
+             "ALTER PUBLICATION " + QuoteIdent(publication) +
+             " SET (publish = 'insert, update, delete, truncate'))";
+    }
+    return "";
+  }
+  r = PgQuery(conn, "SELECT pg_is_in_recovery()", {}, &err, stop);
+  if (r && std::string_view(PQgetvalue(r.get(), 0, 0)) == "t") {
+    return "publication " + publication +
+           " does not exist, and this server is a standby" + fix;
+  }
+  r = PgQuery(conn,
+              "CREATE PUBLICATION " + QuoteIdent(publication) +
+                  " FOR TABLE " + table,
+              {}, &err, stop);
+  if (!r) {
+    return "publication " + publication + " does not exist, and walwatch "
+           "cannot create it: " + err + fix;
+  }
   return "";
 }
 

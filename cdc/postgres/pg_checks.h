@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cdc/postgres/slot_spec.h"
 #include "schema/table_mapping.h"
 
 namespace walwatch {
@@ -37,16 +38,29 @@ struct SlotState {
   std::string database;
   uint64_t confirmed_flush = 0;
   std::string wal_status;  // reserved, extended, unreserved, lost
+  bool failover = false;   // PostgreSQL 17 and later
+  bool synced = false;     // a standby's copy of a primary's failover slot
 };
-// With `stop`, a wait for the server ends once it is raised (creating a
-// slot waits for every transaction running at the time, which an idle
-// session in a transaction can hold open indefinitely).
-std::string ReadSlot(PGconn* conn, const std::string& slot, SlotState* out,
+// Reads `slot`; an error if it exists with another plugin than spec's or in
+// another database. With `stop`, a wait for the server ends once it is
+// raised (creating a slot waits for every transaction running at the time,
+// which an idle session in a transaction can hold open indefinitely).
+std::string ReadSlot(PGconn* conn, const std::string& slot,
+                     const SlotSpec& spec, SlotState* out,
                      const StopSignal* stop = nullptr);
 std::string CreateSlot(PGconn* conn, const std::string& slot,
-                       const StopSignal* stop = nullptr);
+                       const SlotSpec& spec, const StopSignal* stop = nullptr);
 std::string DropSlot(PGconn* conn, const std::string& slot,
                      const StopSignal* stop = nullptr);
+
+// pgoutput: checks that `publication` publishes the mapped table's inserts,
+// updates, deletes and truncates, and creates it (FOR TABLE the mapped
+// table) when it is missing and the server is a primary. On a standby, or
+// without the privilege, a missing publication is an error naming
+// schema/publication.sql.
+std::string EnsurePublication(PGconn* conn, const std::string& publication,
+                              const TableMapping& mapping,
+                              const StopSignal* stop = nullptr);
 
 // Adds every (group, version, resource) of the table to `catalog`.
 std::string LoadCatalog(PGconn* conn, const TableMapping& mapping,

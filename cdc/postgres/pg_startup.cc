@@ -99,8 +99,16 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
       !err.empty()) {
     return err;
   }
+  if (format_.pgoutput) {
+    if (std::string err = EnsurePublication(conn.get(), format_.publication,
+                                            opt_.mapping, &stop_);
+        !err.empty()) {
+      return err;
+    }
+  }
   SlotState slot;
-  if (std::string err = ReadSlot(conn.get(), opt_.slot, &slot, &stop_);
+  if (std::string err =
+          ReadSlot(conn.get(), opt_.slot, slot_spec_, &slot, &stop_);
       !err.empty()) {
     return err;
   }
@@ -115,17 +123,26 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
     slot.exists = false;
   }
   if (!slot.exists) {
-    if (std::string err = CreateSlot(conn.get(), opt_.slot, &stop_);
+    if (std::string err = CreateSlot(conn.get(), opt_.slot, slot_spec_, &stop_);
         !err.empty()) {
       return err;
     }
-    if (std::string err = ReadSlot(conn.get(), opt_.slot, &slot, &stop_);
+    if (std::string err =
+            ReadSlot(conn.get(), opt_.slot, slot_spec_, &slot, &stop_);
         !err.empty()) {
       return err;
     }
     LogInfo("created replication slot",
             {{"slot", opt_.slot},
              {"confirmed_flush_lsn", FormatLsn(slot.confirmed_flush)}});
+  }
+  if (slot_spec_.failover && !slot.failover) {
+    LogWarn("the replication slot is not a failover slot, though "
+            "--slot-failover is given: a standby keeps no copy of it, and "
+            "after a failover every watcher relists (fix: drop the slot "
+            "while walwatch is stopped, so that it is created again as a "
+            "failover slot)",
+            {{"slot", opt_.slot}});
   }
   // Read after the slot's position: a transaction with an xid at or above
   // xmax started later, so it commits after the position.
@@ -181,7 +198,8 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
         !err.empty()) {
       return err;
     }
-    if (std::string err = ReadSlot(again.get(), opt_.slot, &now, &stop_);
+    if (std::string err =
+            ReadSlot(again.get(), opt_.slot, slot_spec_, &now, &stop_);
         !err.empty()) {
       return err;
     }
@@ -197,6 +215,7 @@ std::string PostgresSource::Prepare(ReplicationStats* stats,
   }
   LogInfo("streaming",
           {{"slot", opt_.slot},
+           {"plugin", slot_spec_.plugin},
            {"table", opt_.mapping.QualifiedTable()},
            {"from", FormatLsn(slot.confirmed_flush)}});
   return "";

@@ -15,6 +15,8 @@
 #include "cdc/base/logging.h"
 #include "cdc/postgres/lsn.h"
 #include "cdc/postgres/pg_conn.h"
+#include "cdc/postgres/pgoutput_decoder.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "cdc/postgres/replication_protocol.h"
 #include "cdc/replication_stats.h"
 
@@ -26,6 +28,17 @@ bool SlotIsGone(const std::string& error) {
   return error.find("has been invalidated") != std::string::npos ||
          (error.find("replication slot") != std::string::npos &&
           error.find("does not exist") != std::string::npos);
+}
+
+// The first `n` bytes of a binary message, in hex, for a log line.
+std::string HexPrefix(std::string_view bytes, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < bytes.size() && i < n; ++i) {
+    hex += kDigits[static_cast<uint8_t>(bytes[i]) >> 4];
+    hex += kDigits[static_cast<uint8_t>(bytes[i]) & 15];
+  }
+  return hex;
 }
 
 }  // namespace
@@ -41,7 +54,14 @@ PostgresSource::PostgresSource(PostgresSourceOptions options,
                                  opt_.conninfo, opt_.connect_timeout_seconds,
                                  opt_.receive_timeout)),
       wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      decoder_(opt_.mapping),
+      slot_spec_{opt_.pgoutput ? "pgoutput" : "wal2json", opt_.slot_failover},
+      format_{opt_.pgoutput, opt_.mapping.QualifiedTable(),
+              opt_.publication.empty() ? opt_.slot : opt_.publication,
+              opt_.pgoutput_protocol},
+      decoder_(opt_.pgoutput
+                   ? std::unique_ptr<LogicalDecoder>(
+                         std::make_unique<PgoutputDecoder>(opt_.mapping))
+                   : std::make_unique<Wal2JsonDecoder>(opt_.mapping)),
       assembler_(opt_.max_transaction_bytes, 0) {}
 
 PostgresSource::~PostgresSource() {
@@ -61,13 +81,16 @@ std::string PostgresSource::StartStreaming() {
   start_sqlstate_.clear();
   slot_confirmed_flush_ = 0;
   ReplicationConnector::Started started =
-      connector_->Start(opt_.slot, opt_.mapping.QualifiedTable(), stop_);
+      connector_->Start(opt_.slot, format_, stop_);
   if (!started.connection) {
     start_failed_after_connect_ = started.answered;
     start_sqlstate_ = started.sqlstate;
     return started.error;
   }
   repl_ = std::move(started.connection);
+  // A new walsender announces its relations again.
+  decoder_->Reset();
+  assembler_.Reset();
   slot_confirmed_flush_ = started.slot_confirmed_flush;
   last_received_ = 0;
   waiting_for_busy_walsender_ = false;
@@ -161,17 +184,20 @@ bool PostgresSource::HandleMessage(std::string_view message,
       }
       stats->bytes_received += message.size();
       last_received_ = std::max(last_received_, data.data_start);
-      std::string err = decoder_.Decode(data.payload, &record_);
+      std::string err =
+          decoder_->Decode(data.payload, data.data_start, &record_);
       if (!err.empty()) {
-        // Counted and logged with its position; a message that is not
-        // wal2json v2 cannot be turned into an event. Inside a transaction
-        // it may have been a change of the table: the transaction ends as
-        // a barrier.
+        // Counted and logged with its position; a message the decoder
+        // does not understand cannot be turned into an event. Inside a
+        // transaction it may have been a change of the table: the
+        // transaction ends as a barrier.
         ++stats->decode_errors;
-        LogError("cannot decode a wal2json message",
+        LogError(std::string("cannot decode a ") + slot_spec_.plugin +
+                     " message",
                  {{"lsn", FormatLsn(data.data_start)},
                   {"error", err},
-                  {"message", data.payload.substr(0, 256)}});
+                  {"message", format_.pgoutput ? HexPrefix(data.payload, 128)
+                                               : std::string(data.payload.substr(0, 256))}});
         assembler_.MarkBroken();
         return true;
       }
@@ -181,7 +207,7 @@ bool PostgresSource::HandleMessage(std::string_view message,
       TransactionAssembler::Outcome outcome;
       err = assembler_.Feed(record_, &txn_, &outcome);
       if (!err.empty()) {
-        *error = "out-of-order wal2json stream: " + err;
+        *error = "out-of-order " + slot_spec_.plugin + " stream: " + err;
         return false;
       }
       if (outcome == TransactionAssembler::Outcome::kCommitted) {
@@ -325,6 +351,7 @@ bool PostgresSource::BusyWhileSilent(std::chrono::seconds silence) {
 
 void PostgresSource::Close() {
   repl_.reset();
+  decoder_->Reset();
   assembler_.Reset();
 }
 

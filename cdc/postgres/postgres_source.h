@@ -1,13 +1,15 @@
 // PostgresSource is the ChangeSource (cdc/change_source.h) of a PostgreSQL
-// database: logical replication from a wal2json slot, format-version 2,
-// changes of the mapped table only.
+// database: logical replication of the mapped table's changes from a slot
+// of wal2json (format-version 2, the default) or of pgoutput (through a
+// publication; protocol versions 1 to 4, large transactions streamed
+// before their commit), on a primary or, from PostgreSQL 16 on, a standby.
 //   * Startup (pg_startup.cc): checks the server and the table, creates the
 //     slot if it is missing (dropping one the server invalidated), reads
 //     where it starts and the xid from which the handoff can classify
 //     (PgHandoff), loads the resource catalog, and starts streaming,
 //     waiting out a slot still held by a previous walwatch's walsender.
-//   * The stream (postgres_source.cc): XLogData decoded by Wal2JsonDecoder
-//     and assembled by TransactionAssembler into whole transactions, xids
+//   * The stream (postgres_source.cc): XLogData decoded by the plugin's
+//     LogicalDecoder (Wal2JsonDecoder, PgoutputDecoder) and assembled by TransactionAssembler into whole transactions, xids
 //     widened to 64 bits; keepalives as positions passed between
 //     transactions, and answered when they ask; status updates as the
 //     loop's confirmations; a walsender busy decoding in silence told from
@@ -32,9 +34,10 @@
 #include <string>
 
 #include "cdc/change_source.h"
+#include "cdc/postgres/logical_decoder.h"
 #include "cdc/postgres/replication_connection.h"
+#include "cdc/postgres/slot_spec.h"
 #include "cdc/postgres/transaction_assembler.h"
-#include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
 
 namespace walwatch {
@@ -45,6 +48,14 @@ class ResourceCatalog;
 struct PostgresSourceOptions {
   std::string conninfo;  // libpq conninfo; empty: PG* environment variables
   std::string slot = "walwatch";
+  // The slot's output plugin: wal2json, or pgoutput through `publication`
+  // (empty: named as the slot) with `pgoutput_protocol` (0: the highest
+  // the server offers).
+  bool pgoutput = false;
+  std::string publication;
+  int pgoutput_protocol = 0;
+  // Create the slot as a failover slot (PostgreSQL 17 and later).
+  bool slot_failover = false;
   TableMapping mapping;
   int connect_timeout_seconds = 10;
   // How long START_REPLICATION, and a query on the replication connection,
@@ -132,9 +143,12 @@ class PostgresSource final : public ChangeSource {
   // query the source waits on.
   StopSignal stop_;
   const int wake_fd_;  // an eventfd: Wake() ends a Wait
-  Wal2JsonDecoder decoder_;
+  // The slot as walwatch makes it, and what START_REPLICATION asks for.
+  const SlotSpec slot_spec_;
+  const StreamFormat format_;
+  const std::unique_ptr<LogicalDecoder> decoder_;
   TransactionAssembler assembler_;
-  Wal2JsonRecord record_;
+  LogicalRecord record_;
   Transaction txn_;
   std::unique_ptr<ReplicationConnection> repl_;
   // The highest XLogData start received on this connection.

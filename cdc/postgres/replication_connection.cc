@@ -73,6 +73,20 @@ class LibpqReplicationConnection final : public ReplicationConnection {
 
 }  // namespace
 
+int PgoutputProtocolFor(const StreamFormat& format, int server_version) {
+  if (format.pgoutput_protocol > 0) return format.pgoutput_protocol;
+  if (server_version >= 160000) return 4;
+  if (server_version >= 150000) return 3;
+  if (server_version >= 140000) return 2;
+  return 1;
+}
+
+const char* PgoutputStreamingFor(int protocol) {
+  if (protocol >= 4) return "parallel";
+  if (protocol >= 2) return "on";
+  return "";
+}
+
 LibpqReplicationConnector::LibpqReplicationConnector(
     std::string conninfo, int connect_timeout_seconds,
     std::chrono::milliseconds receive_timeout)
@@ -81,7 +95,7 @@ LibpqReplicationConnector::LibpqReplicationConnector(
       receive_timeout_(receive_timeout) {}
 
 ReplicationConnector::Started LibpqReplicationConnector::Start(
-    const std::string& slot, const std::string& table,
+    const std::string& slot, const StreamFormat& format,
     const StopSignal& stop) {
   Started started;
   PgConn repl =
@@ -111,15 +125,27 @@ ReplicationConnector::Started LibpqReplicationConnector::Start(
           ParseLsn(PQgetvalue(r.get(), 0, 0)).value_or(0);
     }
   }
-  std::string cmd =
-      "START_REPLICATION SLOT " + QuoteIdent(slot) +
-      " LOGICAL 0/0 (\"format-version\" '2', \"include-xids\" '1', "
-      "\"include-lsn\" '1', \"include-timestamp\" '1', \"include-types\" '0', "
-      // No logical decoding messages (pg_logical_emit_message): walwatch
-      // has no use for them, and a binary one is not JSON text.
-      "\"add-msg-prefixes\" 'walwatch.clusterpedia.io/none', "
-      "\"add-tables\" " +
-      QuoteLiteral(table) + ")";
+  std::string cmd = "START_REPLICATION SLOT " + QuoteIdent(slot) + " LOGICAL 0/0 ";
+  if (format.pgoutput) {
+    started.protocol = PgoutputProtocolFor(format, PQserverVersion(repl.get()));
+    cmd += "(proto_version '" + std::to_string(started.protocol) +
+           "', publication_names " + QuoteLiteral(QuoteIdent(format.publication)) +
+           ", binary 'false', messages 'false'";
+    if (const char* streaming = PgoutputStreamingFor(started.protocol);
+        *streaming != '\0') {
+      cmd += std::string(", streaming '") + streaming + "'";
+    }
+    cmd += ")";
+  } else {
+    cmd += "(\"format-version\" '2', \"include-xids\" '1', "
+           "\"include-lsn\" '1', \"include-timestamp\" '1', "
+           "\"include-types\" '0', "
+           // No logical decoding messages (pg_logical_emit_message):
+           // walwatch has no use for them, and a binary one is not JSON
+           // text.
+           "\"add-msg-prefixes\" 'walwatch.clusterpedia.io/none', "
+           "\"add-tables\" " + QuoteLiteral(format.table) + ")";
+  }
   std::string err;
   // A server (or a proxy) that stops answering here would otherwise hold
   // walwatch neither streaming nor reconnecting.

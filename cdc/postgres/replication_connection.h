@@ -46,6 +46,26 @@ class ReplicationConnection {
   virtual int backend_pid() const = 0;
 };
 
+// What START_REPLICATION asks the output plugin for.
+struct StreamFormat {
+  // wal2json (format-version 2, only `table`'s changes) or pgoutput
+  // (`publication`, text tuples, no logical messages, no two-phase).
+  bool pgoutput = false;
+  std::string table;        // "schema.table"
+  std::string publication;  // pgoutput
+  // pgoutput's protocol version; 0: the highest the server offers (1 before
+  // PostgreSQL 14, 2 on 14, 3 on 15, 4 from 16). From 2 on the server
+  // streams large transactions before their commit; on 4 in parallel mode,
+  // whose aborts carry their position.
+  int pgoutput_protocol = 0;
+};
+
+// The protocol version `format` asks of a server of `server_version`
+// (PQserverVersion's number), and the value of its streaming option ("" for
+// none).
+int PgoutputProtocolFor(const StreamFormat& format, int server_version);
+const char* PgoutputStreamingFor(int protocol);
+
 class ReplicationConnector {
  public:
   virtual ~ReplicationConnector() = default;
@@ -60,13 +80,14 @@ class ReplicationConnector {
     // The slot's confirmed_flush_lsn, read just before START_REPLICATION
     // (0 if it could not be read): where the server resumes.
     uint64_t slot_confirmed_flush = 0;
+    // pgoutput: the protocol version asked for (0 for wal2json).
+    int protocol = 0;
   };
   // Opens a replication connection, reads the slot's confirmed position and
-  // starts streaming `slot` with wal2json's format-version 2, only the
-  // changes of `table` ("schema.table"), from the slot's confirmed
+  // starts streaming `slot` in `format`, from the slot's confirmed
   // position. Blocks for at most the connect timeout plus two receive
   // timeouts; ends early once `stop` is raised.
-  virtual Started Start(const std::string& slot, const std::string& table,
+  virtual Started Start(const std::string& slot, const StreamFormat& format,
                         const StopSignal& stop) = 0;
 };
 
@@ -78,7 +99,7 @@ class LibpqReplicationConnector final : public ReplicationConnector {
   LibpqReplicationConnector(std::string conninfo, int connect_timeout_seconds,
                             std::chrono::milliseconds receive_timeout);
 
-  Started Start(const std::string& slot, const std::string& table,
+  Started Start(const std::string& slot, const StreamFormat& format,
                 const StopSignal& stop) override;
 
  private:

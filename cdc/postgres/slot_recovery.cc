@@ -22,13 +22,14 @@ namespace {
 
 // Opens an ordinary connection into *conn and reads the slot.
 std::string ReadSlotOnNewConnection(const PostgresSourceOptions& opt,
+                                    const SlotSpec& spec,
                                     const StopSignal& stop, PgConn* conn,
                                     SlotState* slot) {
   *conn = ConnectPg(opt.conninfo, false, opt.connect_timeout_seconds);
   if (PQstatus(conn->get()) != CONNECTION_OK) {
     return ExplainPgError(PgError(conn->get()));
   }
-  return ReadSlot(conn->get(), opt.slot, slot, &stop);
+  return ReadSlot(conn->get(), opt.slot, spec, slot, &stop);
 }
 
 // Writes WAL (non-transactional logical messages that wal2json is told to
@@ -88,7 +89,7 @@ void PushWalPast(const PostgresSourceOptions& opt, const StopSignal& stop,
 std::string PostgresSource::RecreateSlot(ChangeReceiver* receiver) {
   PgConn conn;
   SlotState slot;
-  if (std::string err = ReadSlotOnNewConnection(opt_, stop_, &conn, &slot);
+  if (std::string err = ReadSlotOnNewConnection(opt_, slot_spec_, stop_, &conn, &slot);
       !err.empty()) {
     return err;
   }
@@ -102,7 +103,7 @@ std::string PostgresSource::RecreateSlot(ChangeReceiver* receiver) {
   slot_recreation_pending_ = true;
   server_wal_before_recreation_ =
       highest_server_wal_ ? highest_server_wal_() : 0;
-  if (std::string err = CreateSlot(conn.get(), opt_.slot, &stop_);
+  if (std::string err = CreateSlot(conn.get(), opt_.slot, slot_spec_, &stop_);
       !err.empty()) {
     return err;
   }
@@ -112,7 +113,7 @@ std::string PostgresSource::RecreateSlot(ChangeReceiver* receiver) {
 std::string PostgresSource::FinishSlotRecreation(ChangeReceiver* receiver) {
   PgConn conn;
   SlotState slot;
-  if (std::string err = ReadSlotOnNewConnection(opt_, stop_, &conn, &slot);
+  if (std::string err = ReadSlotOnNewConnection(opt_, slot_spec_, stop_, &conn, &slot);
       !err.empty()) {
     return err;
   }

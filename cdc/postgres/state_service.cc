@@ -28,6 +28,14 @@ uint64_t RecordBoundaryBefore(uint64_t insert_lsn, uint64_t wal_block_size,
 
 namespace {
 
+// Where the server's WAL ends, as text: on a primary its insert position; on
+// a standby (from PostgreSQL 16 on, walwatch can decode there) the end of
+// what it replayed, which is all a snapshot taken there can see and all its
+// walsenders can decode.
+constexpr const char* kWalPositionSql =
+    "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+    "ELSE pg_current_wal_insert_lsn() END)::text";
+
 // One worker's connection and tools. Used by its own thread only.
 class PgStateWorker final : public StateWorker {
  public:
@@ -116,11 +124,11 @@ PgResult PgStateWorker::Query(const std::string& sql,
 }
 
 bool PgStateWorker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
-  PgResult r = Query("SELECT pg_current_wal_insert_lsn()::text", {}, error);
+  PgResult r = Query(std::string("SELECT ") + kWalPositionSql, {}, error);
   if (!r) return false;
   auto v = ParseLsn(PQgetvalue(r.get(), 0, 0));
   if (!v) {
-    *error = "bad LSN from pg_current_wal_insert_lsn()";
+    *error = "bad LSN from the server's WAL position";
     return false;
   }
   *lsn = *v;
@@ -166,7 +174,12 @@ void PgStateWorker::NudgeFlush() {
     }
   }
   std::string err;
-  if (!PgQuery(nudge_conn_.get(), "SELECT pg_current_xact_id()", {}, &err,
+  // A standby writes no WAL of its own (and cannot assign an xid): what it
+  // replayed is on its disk already.
+  if (!PgQuery(nudge_conn_.get(),
+               "SELECT CASE WHEN pg_is_in_recovery() THEN NULL "
+               "ELSE pg_current_xact_id() END",
+               {}, &err,
                stop_)) {
     if (!stop_->raised()) {
       LogWarn("cannot flush the WAL for a handoff", {{"error", err}});
@@ -213,8 +226,7 @@ void PgStateWorker::ReadState(const StateQuery& q, InitialStateStream* stream) {
       return;
     }
     PgResult r = Query(
-        "SELECT pg_current_snapshot()::text, "
-        "pg_current_wal_insert_lsn()::text",
+        std::string("SELECT pg_current_snapshot()::text, ") + kWalPositionSql,
         {}, &err);
     HandoffSnapshot snapshot;
     std::optional<uint64_t> insert_lsn;

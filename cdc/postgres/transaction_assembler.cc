@@ -14,10 +14,10 @@ TransactionAssembler::TransactionAssembler(size_t max_transaction_bytes,
 namespace {
 
 // I, U and D; the other actions never become a row change.
-RowAction RowActionOf(Wal2JsonAction action) {
+RowAction RowActionOf(RecordAction action) {
   switch (action) {
-    case Wal2JsonAction::kUpdate: return RowAction::kUpdate;
-    case Wal2JsonAction::kDelete: return RowAction::kDelete;
+    case RecordAction::kUpdate: return RowAction::kUpdate;
+    case RecordAction::kDelete: return RowAction::kDelete;
     default: return RowAction::kInsert;
   }
 }
@@ -27,10 +27,23 @@ RowAction RowActionOf(Wal2JsonAction action) {
 void TransactionAssembler::Reset() {
   in_txn_ = false;
   duplicate_ = false;
-  current_ = Transaction();
+  current_ = Building();
+  in_stream_ = false;
+  streams_.clear();
+  held_bytes_ = 0;
 }
 
-bool TransactionAssembler::Touch(const RowImage& image) {
+void TransactionAssembler::MarkBroken() {
+  if (in_txn_) {
+    if (!duplicate_) current_.txn.broken = true;
+  } else if (in_stream_) {
+    // A re-sent stream is known only at its commit: it is dropped there
+    // whether broken or not.
+    streams_[stream_xid_].txn.broken = true;
+  }
+}
+
+bool TransactionAssembler::Touch(const RowImage& image, Transaction* txn) {
   // No old row (INSERT), no new one (DELETE), or the column missing from
   // the image (an UPDATE's unchanged TOAST value; an old row without
   // REPLICA IDENTITY FULL).
@@ -43,105 +56,202 @@ bool TransactionAssembler::Touch(const RowImage& image) {
     if (v.state == ColumnValue::State::kAbsent) return false;
     if (v.state == ColumnValue::State::kValue) key[i] = v.text;
   }
-  current_.touched.insert(std::move(key));
+  txn->touched.insert(std::move(key));
   return true;
 }
 
 void TransactionAssembler::TouchChange(const RowImage& columns,
-                                       const RowImage& identity) {
+                                       const RowImage& identity,
+                                       Transaction* txn) {
   // Both images: an UPDATE may move an object between clusters.
-  bool known = Touch(columns);
-  known = Touch(identity) || known;
-  if (!known) current_.touched_unknown = true;
+  bool known = Touch(columns, txn);
+  known = Touch(identity, txn) || known;
+  if (!known) txn->touched_unknown = true;
 }
 
-std::string TransactionAssembler::Feed(Wal2JsonRecord& record,
+std::string TransactionAssembler::FeedChange(LogicalRecord& record,
+                                             Building* b) {
+  Transaction& t = b->txn;
+  if (t.overflowed) {
+    TouchChange(record.columns, record.identity, &t);
+    return "";
+  }
+  size_t bytes = ChangeMemoryBytes(record.columns, record.identity);
+  if (held_bytes_ + bytes > max_transaction_bytes_) {
+    // Keep nothing more than what it touched: the watches of those
+    // resources (and clusters) must relist.
+    t.overflowed = true;
+    for (const RowChange& c : t.changes) TouchChange(c.columns, c.identity, &t);
+    TouchChange(record.columns, record.identity, &t);
+    Release(*b);
+    t.changes.clear();
+    t.changes.shrink_to_fit();
+    t.bytes = 0;
+    b->subxids.clear();
+    b->subxids.shrink_to_fit();
+    return "";
+  }
+  t.bytes += bytes;
+  held_bytes_ += bytes;
+  t.changes.push_back(RowChange{RowActionOf(record.action), record.lsn,
+                                std::move(record.columns),
+                                std::move(record.identity)});
+  if (in_stream_) b->subxids.push_back(record.xid);
+  return "";
+}
+
+void TransactionAssembler::Finish(Building* b, uint64_t commit_lsn,
+                                  Transaction* txn, Outcome* outcome) {
+  Release(*b);
+  // A transaction at or below the last commit appended is a re-send.
+  if (commit_lsn <= last_commit_lsn_) {
+    ++duplicates_dropped_;
+    *outcome = Outcome::kDuplicate;
+    return;
+  }
+  last_commit_lsn_ = commit_lsn;
+  *txn = std::move(b->txn);
+  *outcome = Outcome::kCommitted;
+}
+
+std::string TransactionAssembler::Feed(LogicalRecord& record,
                                        Transaction* txn, Outcome* outcome) {
   *outcome = Outcome::kPending;
+  std::string err;
   switch (record.action) {
-    case Wal2JsonAction::kBegin:
-      if (in_txn_) {
-        std::string err = "begin of transaction " +
-                          std::to_string(record.xid) + " inside transaction " +
-                          std::to_string(current_.xid);
-        Reset();
-        return err;
+    case RecordAction::kBegin:
+      if (in_txn_ || in_stream_) {
+        err = "begin of transaction " + std::to_string(record.xid) +
+              (in_txn_ ? " inside transaction " + std::to_string(current_.txn.xid)
+                       : " inside a stream block");
+        break;
       }
       in_txn_ = true;
-      current_ = Transaction();
-      current_.xid = record.xid;
-      current_.commit_lsn = record.lsn;  // B carries the commit record's LSN
-      current_.end_lsn = record.next_lsn;
-      current_.commit_time_us = record.timestamp_us;
-      // A transaction at or below the last commit appended is a re-send:
-      // skip its changes without keeping them.
+      current_ = Building();
+      current_.txn.xid = record.xid;
+      current_.txn.commit_lsn = record.lsn;  // B carries the commit's LSN
+      current_.txn.end_lsn = record.next_lsn;
+      current_.txn.commit_time_us = record.timestamp_us;
+      // A re-send: its changes are skipped without being kept.
       duplicate_ = record.lsn <= last_commit_lsn_;
       return "";
 
-    case Wal2JsonAction::kCommit: {
-      if (!in_txn_) return "commit at " + FormatLsn(record.lsn) + " outside a transaction";
-      if (record.lsn != current_.commit_lsn) {
-        std::string err = "commit LSN " + FormatLsn(record.lsn) +
-                          " differs from its begin's " +
-                          FormatLsn(current_.commit_lsn);
-        Reset();
-        return err;
+    case RecordAction::kCommit:
+      if (!in_txn_) {
+        err = "commit at " + FormatLsn(record.lsn) + " outside a transaction";
+        break;
+      }
+      if (record.lsn != current_.txn.commit_lsn) {
+        err = "commit LSN " + FormatLsn(record.lsn) + " differs from its begin's " +
+              FormatLsn(current_.txn.commit_lsn);
+        break;
       }
       in_txn_ = false;
-      if (duplicate_) {
-        ++duplicates_dropped_;
-        *outcome = Outcome::kDuplicate;
-        current_ = Transaction();
+      Finish(&current_, record.lsn, txn, outcome);
+      current_ = Building();
+      return "";
+
+    case RecordAction::kInsert:
+    case RecordAction::kUpdate:
+    case RecordAction::kDelete:
+    case RecordAction::kTruncate: {
+      Building* b = nullptr;
+      if (in_txn_) {
+        if (!duplicate_) b = &current_;
+      } else if (in_stream_) {
+        b = &streams_[stream_xid_];
+      } else {
+        err = "change at " + FormatLsn(record.lsn) + " outside a transaction";
+        break;
+      }
+      if (b == nullptr || !record.mapped_table) return "";
+      if (record.action == RecordAction::kTruncate) {
+        b->txn.truncated = true;
         return "";
       }
-      last_commit_lsn_ = current_.commit_lsn;
-      *txn = std::move(current_);
-      current_ = Transaction();
-      *outcome = Outcome::kCommitted;
+      return FeedChange(record, b);
+    }
+
+    case RecordAction::kStreamStart:
+      if (in_txn_ || in_stream_) {
+        err = "stream start of transaction " + std::to_string(record.xid) +
+              (in_txn_ ? " inside a transaction" : " inside a stream block");
+        break;
+      }
+      in_stream_ = true;
+      stream_xid_ = record.xid;
+      streams_.try_emplace(record.xid);
+      return "";
+
+    case RecordAction::kStreamStop:
+      if (!in_stream_) {
+        err = "stream stop outside a stream block";
+        break;
+      }
+      in_stream_ = false;
+      return "";
+
+    case RecordAction::kStreamCommit: {
+      if (in_txn_ || in_stream_) {
+        err = "stream commit of transaction " + std::to_string(record.xid) +
+              (in_txn_ ? " inside a transaction" : " inside a stream block");
+        break;
+      }
+      Building b;
+      if (auto it = streams_.find(record.xid); it != streams_.end()) {
+        b = std::move(it->second);
+        streams_.erase(it);
+      }
+      b.txn.xid = record.xid;
+      b.txn.commit_lsn = record.lsn;
+      b.txn.end_lsn = record.next_lsn;
+      b.txn.commit_time_us = record.timestamp_us;
+      Finish(&b, record.lsn, txn, outcome);
       return "";
     }
 
-    case Wal2JsonAction::kInsert:
-    case Wal2JsonAction::kUpdate:
-    case Wal2JsonAction::kDelete:
-      if (!in_txn_) return "change at " + FormatLsn(record.lsn) + " outside a transaction";
-      if (duplicate_ || !record.mapped_table) return "";
-      if (current_.overflowed) {
-        TouchChange(record.columns, record.identity);
+    case RecordAction::kStreamAbort: {
+      if (in_txn_ || in_stream_) {
+        err = "stream abort of transaction " + std::to_string(record.xid) +
+              (in_txn_ ? " inside a transaction" : " inside a stream block");
+        break;
+      }
+      auto it = streams_.find(record.xid);
+      if (it == streams_.end()) return "";
+      Building& b = it->second;
+      if (record.subxid == record.xid) {
+        Release(b);
+        streams_.erase(it);
         return "";
       }
-      {
-        size_t bytes = ChangeMemoryBytes(record.columns, record.identity);
-        if (current_.bytes + bytes > max_transaction_bytes_) {
-          // Keep nothing more than what it touched: the watches of those
-          // resources (and clusters) must relist.
-          current_.overflowed = true;
-          for (const RowChange& c : current_.changes) {
-            TouchChange(c.columns, c.identity);
-          }
-          TouchChange(record.columns, record.identity);
-          current_.changes.clear();
-          current_.changes.shrink_to_fit();
-          current_.bytes = 0;
-          return "";
+      // One subtransaction rolled back: its changes go. (What an
+      // overflowed transaction touched stays: a relist too many is safe.)
+      size_t kept = 0;
+      for (size_t i = 0; i < b.txn.changes.size(); ++i) {
+        if (b.subxids[i] == record.subxid) {
+          size_t bytes = ChangeMemoryBytes(b.txn.changes[i].columns,
+                                           b.txn.changes[i].identity);
+          b.txn.bytes -= bytes;
+          held_bytes_ -= bytes;
+          continue;
         }
-        current_.bytes += bytes;
-        current_.changes.push_back(RowChange{RowActionOf(record.action),
-                                             record.lsn,
-                                             std::move(record.columns),
-                                             std::move(record.identity)});
+        if (kept != i) {
+          b.txn.changes[kept] = std::move(b.txn.changes[i]);
+          b.subxids[kept] = b.subxids[i];
+        }
+        ++kept;
       }
+      b.txn.changes.resize(kept);
+      b.subxids.resize(kept);
       return "";
+    }
 
-    case Wal2JsonAction::kTruncate:
-      if (!in_txn_) return "truncate outside a transaction";
-      if (!duplicate_ && record.mapped_table) current_.truncated = true;
-      return "";
-
-    case Wal2JsonAction::kMessage:
+    case RecordAction::kMessage:
       return "";
   }
-  return "";
+  if (err.empty()) err = "unknown record action";
+  Reset();
+  return err;
 }
 
 }  // namespace walwatch

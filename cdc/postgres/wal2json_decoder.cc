@@ -129,14 +129,15 @@ std::string Wal2JsonDecoder::Impl::DecodeTuple(od::array tuple,
 }
 
 std::string Wal2JsonDecoder::Decode(std::string_view message,
-                                    Wal2JsonRecord* out) {
+                                    uint64_t /*wal_start*/,
+                                    LogicalRecord* out) {
   std::string err = DecodeMessage(message, out);
   if (!err.empty()) err = OneLine(std::move(err));
   return err;
 }
 
 std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
-                                           Wal2JsonRecord* out) {
+                                           LogicalRecord* out) {
   Impl& m = *impl_;
   size_t need = message.size() + simdjson::SIMDJSON_PADDING;
   if (m.buf_capacity < need) {
@@ -146,8 +147,8 @@ std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
   std::memcpy(m.buf.get(), message.data(), message.size());
   std::memset(m.buf.get() + message.size(), 0, simdjson::SIMDJSON_PADDING);
 
-  out->action = Wal2JsonAction::kMessage;
-  out->xid = 0;
+  out->action = RecordAction::kMessage;
+  out->xid = out->subxid = 0;
   out->lsn = out->next_lsn = 0;
   out->timestamp_us = 0;
   out->mapped_table = false;
@@ -180,7 +181,7 @@ std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
           std::string_view("BCIUDTM").find(a[0]) == std::string_view::npos) {
         return "unknown action \"" + std::string(a) + "\"";
       }
-      out->action = static_cast<Wal2JsonAction>(a[0]);
+      out->action = static_cast<RecordAction>(a[0]);
       have_action = true;
     } else if (key == "xid") {
       od::value v = field.value();
@@ -250,17 +251,17 @@ std::string Wal2JsonDecoder::DecodeMessage(std::string_view message,
   }
   if (!have_action) return "no \"action\"";
   switch (out->action) {
-    case Wal2JsonAction::kBegin:
-    case Wal2JsonAction::kCommit:
+    case RecordAction::kBegin:
+    case RecordAction::kCommit:
       if (out->lsn == 0) return "begin/commit without \"lsn\"";
       break;
-    case Wal2JsonAction::kInsert:
-    case Wal2JsonAction::kUpdate:
-    case Wal2JsonAction::kDelete:
-    case Wal2JsonAction::kTruncate:
+    case RecordAction::kInsert:
+    case RecordAction::kUpdate:
+    case RecordAction::kDelete:
+    case RecordAction::kTruncate:
       if (!have_schema || !have_table) return "change without schema/table";
       break;
-    case Wal2JsonAction::kMessage:
+    default:  // kMessage; wal2json never streams
       break;
   }
   return "";

@@ -1,5 +1,5 @@
 // Wal2JsonDecoder turns one wal2json format-version 2 message (one JSON
-// object per change) into a Wal2JsonRecord, keeping only the columns the
+// object per change) into a LogicalRecord, keeping only the columns the
 // TableMapping names, as the neutral row images of cdc/transaction.h. It is
 // the decoder's hot path: simdjson On-Demand with
 // one reused parser, each field read once.
@@ -14,46 +14,28 @@
 #include <string>
 #include <string_view>
 
-#include "cdc/transaction.h"
+#include "cdc/postgres/logical_decoder.h"
 #include "schema/table_mapping.h"
 
 namespace walwatch {
 
-enum class Wal2JsonAction : char {
-  kBegin = 'B',
-  kCommit = 'C',
-  kInsert = 'I',
-  kUpdate = 'U',
-  kDelete = 'D',
-  kTruncate = 'T',
-  kMessage = 'M',
-};
-
-struct Wal2JsonRecord {
-  Wal2JsonAction action = Wal2JsonAction::kMessage;
-  uint32_t xid = 0;
-  // B and C: start of the commit record. I/U/D/T: start of the change record.
-  uint64_t lsn = 0;
-  uint64_t next_lsn = 0;     // B and C: end of the commit record
-  int64_t timestamp_us = 0;  // commit time, µs since the Unix epoch
-  bool mapped_table = false;  // I/U/D/T: schema.table is the mapped table
-  RowImage columns;
-  RowImage identity;
-};
-
-class Wal2JsonDecoder {
+class Wal2JsonDecoder final : public LogicalDecoder {
  public:
   explicit Wal2JsonDecoder(const TableMapping& mapping);
-  ~Wal2JsonDecoder();
+  ~Wal2JsonDecoder() override;
   Wal2JsonDecoder(const Wal2JsonDecoder&) = delete;
   Wal2JsonDecoder& operator=(const Wal2JsonDecoder&) = delete;
 
-  // Decodes `message` into `*out` (fully overwritten). Returns "" on success,
-  // or a one-line description of what is wrong with the message.
-  std::string Decode(std::string_view message, Wal2JsonRecord* out);
+  // LogicalDecoder. `wal_start` is unused: wal2json writes each change's
+  // position into the message.
+  std::string Decode(std::string_view message, uint64_t wal_start,
+                     LogicalRecord* out) override;
+  std::string Decode(std::string_view message, LogicalRecord* out) {
+    return Decode(message, 0, out);
+  }
 
  private:
-  std::string DecodeMessage(std::string_view message, Wal2JsonRecord* out);
+  std::string DecodeMessage(std::string_view message, LogicalRecord* out);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

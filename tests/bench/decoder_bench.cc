@@ -776,7 +776,7 @@ void BM_Decode(benchmark::State& state, size_t size, Op op) {
   const Corpus& c = GetCorpus(size, op);
   TableMapping mapping = DefaultTableMapping();
   Wal2JsonDecoder decoder(mapping);
-  Wal2JsonRecord record;
+  LogicalRecord record;
   for (auto _ : state) {
     for (const Line& line : c.lines) {
       std::string err = decoder.Decode(line.view(), &record);
@@ -796,7 +796,7 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
   Wal2JsonDecoder decoder(mapping);
   TransactionAssembler assembler(size_t{128} << 20, 0);
   EventBuilder builder;
-  Wal2JsonRecord record;
+  LogicalRecord record;
   Transaction txn;
   EventBuilder::Result built;
   size_t events = 0;

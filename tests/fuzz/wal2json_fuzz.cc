@@ -39,7 +39,7 @@ using walwatch::EventBuilder;
 using walwatch::Transaction;
 using walwatch::TransactionAssembler;
 using walwatch::Wal2JsonDecoder;
-using walwatch::Wal2JsonRecord;
+using walwatch::LogicalRecord;
 using walwatch::fuzz::Escaped;
 using walwatch::fuzz::EventPathChecker;
 
@@ -81,7 +81,7 @@ class Pipeline {
   Wal2JsonDecoder& decoder_;
   TransactionAssembler assembler_;
   EventPathChecker path_;
-  Wal2JsonRecord record_;
+  LogicalRecord record_;
 };
 
 void Run(std::string_view input, Wal2JsonDecoder* decoder,

@@ -76,7 +76,7 @@ expect_file ./usr/bin/walwatch -rwxr-xr-x
 expect_file ./usr/lib/systemd/system/walwatch.service -rw-r--r--
 # May hold the PostgreSQL password: root only.
 expect_file ./etc/default/walwatch -rw-------
-for f in clusterpedia.sql replica_identity.sql roles.sql \
+for f in clusterpedia.sql replica_identity.sql roles.sql publication.sql \
     clusterpedia-resources.mapping.json; do
   expect_file "./usr/share/walwatch/$f" -rw-r--r--
 done

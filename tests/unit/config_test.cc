@@ -45,6 +45,8 @@ TEST(Config, DefaultJson) {
   EXPECT_EQ(ConfigToJson(Config{}),
             "{\"source\":\"postgres\","
             "\"conninfo\":\"\",\"slot\":\"walwatch\",\"slot-from\":\"\","
+            "\"plugin\":\"wal2json\",\"publication\":\"\","
+            "\"pgoutput-protocol\":\"auto\",\"slot-failover\":false,"
             "\"mapping\":\"\","
             "\"status-interval\":\"1s\",\"replication-timeout\":\"1m\","
             "\"connect-timeout\":\"10s\","
@@ -637,6 +639,32 @@ TEST(Config, SlotFromMakesAValidName) {
   for (char c : a) {
     EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   }
+}
+
+TEST(Config, PluginPublicationProtocolAndFailover) {
+  Parsed p = Parse({"--plugin", "pgoutput", "--publication", "ww_pub",
+                    "--pgoutput-protocol", "2", "--slot-failover"});
+  ASSERT_EQ(p.error, "");
+  EXPECT_EQ(p.config.plugin, Config::Plugin::kPgoutput);
+  EXPECT_EQ(p.config.publication, "ww_pub");
+  EXPECT_EQ(p.config.pgoutput_protocol, 2);
+  EXPECT_TRUE(p.config.slot_failover);
+  EXPECT_EQ(Parse({"--pgoutput-protocol", "auto"}).config.pgoutput_protocol, 0);
+  EXPECT_EQ(Parse({}, {"WALWATCH_PLUGIN=pgoutput"}).config.plugin,
+            Config::Plugin::kPgoutput);
+
+  EXPECT_NE(Parse({"--plugin", "test_decoding"}).error.find(
+                "expected wal2json or pgoutput"),
+            std::string::npos);
+  for (const char* bad : {"0", "5", "12", "", "v4"}) {
+    EXPECT_NE(Parse({"--pgoutput-protocol", bad}).error.find(
+                  "expected auto or 1 to 4"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(Parse({"--publication", std::string(64, 'p')}).error.find(
+                "expected 1 to 63 bytes"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ std::vector<Transaction> Assemble(const std::vector<std::string>& lines) {
   TransactionAssembler assembler(64 << 20, 0);
   std::vector<Transaction> out;
   for (const auto& line : lines) {
-    Wal2JsonRecord r;
+    LogicalRecord r;
     std::string err = decoder.Decode(line, &r);
     EXPECT_EQ(err, "") << line.substr(0, 200);
     Transaction txn;

@@ -168,7 +168,7 @@ class FakeWalsender final : public ReplicationConnector {
     return state_->open && state_->open->queue.empty();
   }
 
-  Started Start(const std::string& slot, const std::string& table,
+  Started Start(const std::string& slot, const StreamFormat& format,
                 const StopSignal& stop) override {
     auto connection = std::make_unique<Connection>(state_);
     std::lock_guard<std::mutex> lock(state_->mu);

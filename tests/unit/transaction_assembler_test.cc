@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cdc/postgres/lsn.h"
+#include "cdc/postgres/wal2json_decoder.h"
 #include "tests/unit/wal2json_capture.h"
 
 namespace walwatch {
@@ -26,7 +27,7 @@ class AssemblerHarness {
 
   // Returns the assembler's error ("" if none); decoding must succeed.
   std::string Feed(const std::string& line) {
-    Wal2JsonRecord r;
+    LogicalRecord r;
     std::string err = decoder_.Decode(line, &r);
     EXPECT_EQ(err, "") << line.substr(0, 200);
     Transaction txn;

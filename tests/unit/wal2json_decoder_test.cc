@@ -53,8 +53,8 @@ class Wal2JsonDecoderTest : public ::testing::Test {
         decoder_(mapping_),
         lines_(ReadCaptureLines()) {}
 
-  Wal2JsonRecord DecodeOk(const std::string& line) {
-    Wal2JsonRecord r;
+  LogicalRecord DecodeOk(const std::string& line) {
+    LogicalRecord r;
     std::string err = decoder_.Decode(line, &r);
     EXPECT_EQ(err, "") << line.substr(0, 200);
     return r;
@@ -73,7 +73,7 @@ TEST_F(Wal2JsonDecoderTest, CaptureHasTheDescribedLines) {
 
 struct Expected {
   size_t line;
-  Wal2JsonAction action;
+  RecordAction action;
   uint32_t xid;
   const char* lsn;
   const char* next_lsn;  // nullptr: none (a change record)
@@ -84,7 +84,7 @@ struct Expected {
 };
 
 TEST_F(Wal2JsonDecoderTest, DecodesEveryCapturedLine) {
-  using A = Wal2JsonAction;
+  using A = RecordAction;
   const Expected expected[] = {
       {1, A::kBegin, 746, "0/1558570", "0/15585A0", 726676, false, false, false},
       {2, A::kInsert, 746, "0/1558288", nullptr, 726676, true, true, false},
@@ -117,7 +117,7 @@ TEST_F(Wal2JsonDecoderTest, DecodesEveryCapturedLine) {
   ASSERT_EQ(lines_.size(), std::size(expected));
   for (const Expected& e : expected) {
     SCOPED_TRACE("line " + std::to_string(e.line));
-    Wal2JsonRecord r = DecodeOk(Line(e.line));
+    LogicalRecord r = DecodeOk(Line(e.line));
     EXPECT_EQ(r.action, e.action);
     EXPECT_EQ(r.xid, e.xid);
     EXPECT_EQ(r.lsn, Lsn(e.lsn));
@@ -141,7 +141,7 @@ TEST_F(Wal2JsonDecoderTest, DecodesEveryCapturedLine) {
 }
 
 TEST_F(Wal2JsonDecoderTest, InsertColumns) {
-  Wal2JsonRecord r = DecodeOk(Line(2));
+  LogicalRecord r = DecodeOk(Line(2));
   const RowImage& c = r.columns;
   EXPECT_EQ(c[MappedField::kGroup], (ColumnValue{State::kValue, ""}));
   EXPECT_EQ(c[MappedField::kVersion], (ColumnValue{State::kValue, "v1"}));
@@ -155,7 +155,7 @@ TEST_F(Wal2JsonDecoderTest, InsertColumns) {
 }
 
 TEST_F(Wal2JsonDecoderTest, ObjectIsUnescapedExactlyOnce) {
-  Wal2JsonRecord r = DecodeOk(Line(2));
+  LogicalRecord r = DecodeOk(Line(2));
   const std::string& obj = r.columns[MappedField::kObject].text;
   // The jsonb text itself: the label's quotes stay escaped once (\"q\"),
   // the object's own quotes are bare.
@@ -172,7 +172,7 @@ TEST_F(Wal2JsonDecoderTest, ObjectIsUnescapedExactlyOnce) {
 }
 
 TEST_F(Wal2JsonDecoderTest, UpdateHasNewColumnsAndOldIdentity) {
-  Wal2JsonRecord r = DecodeOk(Line(5));
+  LogicalRecord r = DecodeOk(Line(5));
   EXPECT_EQ(r.columns[MappedField::kObject].text, kObjectN2);
   EXPECT_EQ(r.identity[MappedField::kObject].text, kObjectN1500);
   EXPECT_EQ(r.identity[MappedField::kUid], (ColumnValue{State::kValue, "u1"}));
@@ -180,7 +180,7 @@ TEST_F(Wal2JsonDecoderTest, UpdateHasNewColumnsAndOldIdentity) {
 }
 
 TEST_F(Wal2JsonDecoderTest, BigObjectMatchesIndependentDecoding) {
-  Wal2JsonRecord r = DecodeOk(Line(13));
+  LogicalRecord r = DecodeOk(Line(13));
   std::string expected = ColumnOf(Line(13), "columns", "object");
   ASSERT_EQ(expected.size(), 19447u);
   EXPECT_EQ(r.columns[MappedField::kObject].text, expected);
@@ -190,7 +190,7 @@ TEST_F(Wal2JsonDecoderTest, BigObjectMatchesIndependentDecoding) {
 }
 
 TEST_F(Wal2JsonDecoderTest, ToastOmittedObjectIsAbsentFromColumnsOnly) {
-  Wal2JsonRecord r = DecodeOk(Line(16));
+  LogicalRecord r = DecodeOk(Line(16));
   ASSERT_TRUE(r.columns.present);
   EXPECT_EQ(r.columns[MappedField::kObject].state, State::kAbsent);
   EXPECT_EQ(r.columns[MappedField::kObject].text, "");
@@ -206,21 +206,21 @@ TEST_F(Wal2JsonDecoderTest, ToastOmittedObjectIsAbsentFromColumnsOnly) {
 }
 
 TEST_F(Wal2JsonDecoderTest, TwoRowTransactionAndDeleteWithFullOldRow) {
-  Wal2JsonRecord ins = DecodeOk(Line(19));
+  LogicalRecord ins = DecodeOk(Line(19));
   EXPECT_EQ(ins.columns[MappedField::kObject].text, kObjectEmptyMeta);
   EXPECT_EQ(ins.columns[MappedField::kGroup].text, "apps");
   EXPECT_EQ(ins.columns[MappedField::kKind].text, "Deployment");
-  Wal2JsonRecord del = DecodeOk(Line(20));
+  LogicalRecord del = DecodeOk(Line(20));
   EXPECT_EQ(del.identity[MappedField::kObject].text, kObjectEmptyMeta);
   EXPECT_EQ(del.identity[MappedField::kName].text, "d1");
-  Wal2JsonRecord del_big = DecodeOk(Line(23));
+  LogicalRecord del_big = DecodeOk(Line(23));
   EXPECT_EQ(del_big.identity[MappedField::kObject].text,
             ColumnOf(Line(23), "identity", "object"));
   EXPECT_EQ(del_big.identity[MappedField::kUid].text, "u1");
 }
 
 TEST_F(Wal2JsonDecoderTest, RecordIsFullyOverwritten) {
-  Wal2JsonRecord r;
+  LogicalRecord r;
   ASSERT_EQ(decoder_.Decode(Line(5), &r), "");
   ASSERT_TRUE(r.identity.present);
   ASSERT_EQ(decoder_.Decode(Line(2), &r), "");
@@ -229,7 +229,7 @@ TEST_F(Wal2JsonDecoderTest, RecordIsFullyOverwritten) {
     EXPECT_EQ(f, (ColumnValue{State::kAbsent, ""}));
   }
   ASSERT_EQ(decoder_.Decode(Line(1), &r), "");
-  EXPECT_EQ(r.action, Wal2JsonAction::kBegin);
+  EXPECT_EQ(r.action, RecordAction::kBegin);
   EXPECT_FALSE(r.mapped_table);
   EXPECT_FALSE(r.columns.present);
   for (const auto& f : r.columns.fields) {
@@ -273,9 +273,9 @@ TEST_F(Wal2JsonDecoderTest, OtherTableLeavesImagesEmpty) {
         {"public", "Resources"},
         {"public", "resources2"}}) {
     SCOPED_TRACE(std::string(schema) + "." + table);
-    Wal2JsonRecord r =
+    LogicalRecord r =
         DecodeOk(Change('U', 9, "0/10", schema, table, kPodColumns, kPodColumns));
-    EXPECT_EQ(r.action, Wal2JsonAction::kUpdate);
+    EXPECT_EQ(r.action, RecordAction::kUpdate);
     EXPECT_FALSE(r.mapped_table);
     EXPECT_FALSE(r.columns.present);
     EXPECT_FALSE(r.identity.present);
@@ -284,7 +284,7 @@ TEST_F(Wal2JsonDecoderTest, OtherTableLeavesImagesEmpty) {
     EXPECT_EQ(r.lsn, 16u);
   }
   // The same record on the mapped table is kept.
-  Wal2JsonRecord r = DecodeOk(
+  LogicalRecord r = DecodeOk(
       Change('U', 9, "0/10", "public", "resources", kPodColumns, kPodColumns));
   EXPECT_TRUE(r.mapped_table);
   EXPECT_EQ(r.columns[MappedField::kName].text, "p");
@@ -315,7 +315,7 @@ TEST_F(Wal2JsonDecoderTest, CustomMappingDecodesByNameInAnyOrder) {
       R"( {"name": "api_version", "value": "v1"},)"
       R"( {"name": "extra_num", "value": 7} ])";
   // "api_group" is not in the tuple at all.
-  Wal2JsonRecord r;
+  LogicalRecord r;
   ASSERT_EQ(decoder.Decode(Change('I', 5, "0/20", "k8s", "objs", columns, ""), &r),
             "");
   EXPECT_TRUE(r.mapped_table);
@@ -334,7 +334,7 @@ TEST_F(Wal2JsonDecoderTest, CustomMappingDecodesByNameInAnyOrder) {
   EXPECT_EQ(r.columns[MappedField::kGroup], (ColumnValue{State::kAbsent, ""}));
 
   // The default mapping's table is another table for this decoder.
-  Wal2JsonRecord other;
+  LogicalRecord other;
   ASSERT_EQ(decoder.Decode(Line(2), &other), "");
   EXPECT_FALSE(other.mapped_table);
   EXPECT_FALSE(other.columns.present);
@@ -347,8 +347,8 @@ TEST_F(Wal2JsonDecoderTest, ColumnOrderDoesNotMatter) {
   auto& cols = doc["columns"];
   std::reverse(cols.begin(), cols.end());
   std::string reversed = doc.dump();
-  Wal2JsonRecord a = DecodeOk(Line(2));
-  Wal2JsonRecord b = DecodeOk(reversed);
+  LogicalRecord a = DecodeOk(Line(2));
+  LogicalRecord b = DecodeOk(reversed);
   for (size_t i = 0; i < kMappedFieldCount; ++i) {
     EXPECT_EQ(a.columns.fields[i], b.columns.fields[i]) << kMappedFieldNames[i];
   }
@@ -369,7 +369,7 @@ TEST_F(Wal2JsonDecoderTest, InterleavedTransactionsDecode) {
   const uint64_t lsns[] = {0x3000, 0x2800, 0x3000, 0x3100, 0x2000, 0x3100};
   const uint32_t xids[] = {800, 800, 800, 801, 801, 801};
   for (size_t i = 0; i < std::size(lines); ++i) {
-    Wal2JsonRecord r = DecodeOk(lines[i]);
+    LogicalRecord r = DecodeOk(lines[i]);
     EXPECT_EQ(r.lsn, lsns[i]) << i;
     EXPECT_EQ(r.xid, xids[i]) << i;
     EXPECT_EQ(r.timestamp_us, kDayStartUs + 500000) << i;
@@ -377,20 +377,20 @@ TEST_F(Wal2JsonDecoderTest, InterleavedTransactionsDecode) {
 }
 
 TEST_F(Wal2JsonDecoderTest, MessageAndUnknownKeysAreAccepted) {
-  Wal2JsonRecord r = DecodeOk(
+  LogicalRecord r = DecodeOk(
       R"({"action":"M","xid":7,"lsn":"0/AA","transactional":true,"prefix":"p","content":"{\"x\": 1}"})");
-  EXPECT_EQ(r.action, Wal2JsonAction::kMessage);
+  EXPECT_EQ(r.action, RecordAction::kMessage);
   EXPECT_EQ(r.lsn, 0xAAu);
   EXPECT_FALSE(r.mapped_table);
   // A non-transactional message, exactly as wal2json 2.5 writes it with
   // include-xids and include-timestamp: both are null.
-  Wal2JsonRecord n = DecodeOk(
+  LogicalRecord n = DecodeOk(
       R"({"action":"M","xid":null,"timestamp":null,"lsn":"0/19030570","transactional":false,"prefix":"probe","content":"hello"})");
-  EXPECT_EQ(n.action, Wal2JsonAction::kMessage);
+  EXPECT_EQ(n.action, RecordAction::kMessage);
   EXPECT_EQ(n.xid, 0u);
   EXPECT_EQ(n.lsn, 0x19030570u);
   // Null is not a number or text elsewhere.
-  Wal2JsonRecord bad;
+  LogicalRecord bad;
   EXPECT_NE(decoder_.Decode(R"({"action":"B","xid":nul,"lsn":"0/1"})", &bad),
             "");
   EXPECT_NE(decoder_.Decode(R"({"action":"B","xid":"7","lsn":"0/1"})", &bad),
@@ -400,7 +400,7 @@ TEST_F(Wal2JsonDecoderTest, MessageAndUnknownKeysAreAccepted) {
                 &bad),
             "");
   // Keys a newer wal2json might add, before and after the tuples.
-  Wal2JsonRecord u = DecodeOk(
+  LogicalRecord u = DecodeOk(
       R"({"action":"U","xid":1,"origin":{"a":[1]},"lsn":"0/1","schema":"public","table":"resources","pk":[{"name":"id","type":"bigint"}],"columns":)" +
       std::string(kPodColumns) + R"(,"future":[{"x":null}]})");
   EXPECT_TRUE(u.mapped_table);
@@ -412,7 +412,7 @@ TEST_F(Wal2JsonDecoderTest, MessageAndUnknownKeysAreAccepted) {
 class Wal2JsonDecoderErrorTest : public Wal2JsonDecoderTest {
  protected:
   void ExpectError(const std::string& message, const std::string& needle = "") {
-    Wal2JsonRecord r;
+    LogicalRecord r;
     std::string err = decoder_.Decode(message, &r);
     EXPECT_FALSE(err.empty()) << "accepted: " << message.substr(0, 300);
     EXPECT_EQ(err.find('\n'), std::string::npos) << err;
@@ -421,7 +421,7 @@ class Wal2JsonDecoderErrorTest : public Wal2JsonDecoderTest {
           << "error \"" << err << "\" lacks \"" << needle << "\"";
     }
     // Still usable.
-    Wal2JsonRecord ok;
+    LogicalRecord ok;
     EXPECT_EQ(decoder_.Decode(Line(2), &ok), "");
     EXPECT_EQ(ok.columns[MappedField::kObject].text, kObjectN1500);
   }
@@ -550,7 +550,7 @@ TEST_F(Wal2JsonDecoderErrorTest, TruncatedCaptureLines) {
     for (size_t len = 0; len < line.size(); len += stride) {
       SCOPED_TRACE("line " + std::to_string(n) + " cut to " +
                    std::to_string(len));
-      Wal2JsonRecord r;
+      LogicalRecord r;
       EXPECT_NE(decoder_.Decode(std::string_view(line).substr(0, len), &r), "");
       if (HasFailure()) return;  // one report is enough
     }
@@ -558,7 +558,7 @@ TEST_F(Wal2JsonDecoderErrorTest, TruncatedCaptureLines) {
          len < line.size(); ++len) {
       SCOPED_TRACE("line " + std::to_string(n) + " cut to " +
                    std::to_string(len));
-      Wal2JsonRecord r;
+      LogicalRecord r;
       EXPECT_NE(decoder_.Decode(std::string_view(line).substr(0, len), &r), "");
       if (HasFailure()) return;
     }
@@ -576,12 +576,12 @@ TEST_F(Wal2JsonDecoderErrorTest, CorruptedBytesNeverCrash) {
     for (char c : replacements) {
       std::string s = base;
       s[pos] = c;
-      Wal2JsonRecord r;
+      LogicalRecord r;
       if (!decoder_.Decode(s, &r).empty()) ++errors;
     }
   }
   EXPECT_GT(errors, 0u);
-  Wal2JsonRecord ok;
+  LogicalRecord ok;
   EXPECT_EQ(decoder_.Decode(Line(5), &ok), "");
   EXPECT_EQ(ok.identity[MappedField::kObject].text, kObjectN1500);
 }

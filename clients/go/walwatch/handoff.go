@@ -10,8 +10,9 @@ import (
 )
 
 // PostgresSnapshot is what a list read in its snapshot on PostgreSQL, for
-// the handoff: pg_current_snapshot() and pg_current_wal_insert_lsn() as text,
-// read by the first statement of the list's REPEATABLE READ transaction.
+// the handoff: pg_current_snapshot() and pg_current_wal_insert_lsn() as text
+// (on a standby, pg_last_wal_replay_lsn()), read by the first statement of
+// the list's REPEATABLE READ transaction.
 type PostgresSnapshot struct {
 	Snapshot  string // "xmin:xmax:xip,..."
 	InsertLSN string // "0/16B3748"; optional

@@ -191,7 +191,10 @@ func (c *Client) takeSnapshot(ctx context.Context, db *sql.DB, dialect Dialect) 
 			s.Close()
 			return nil, nil, fmt.Errorf("walwatch: locking %s for the snapshot: %w", c.table, err)
 		}
-		err = tx.QueryRowContext(ctx, "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text").Scan(&p.Snapshot, &p.InsertLSN)
+		// On a standby (walwatch decoding there too), the end of what it
+		// replayed is where its snapshot stands.
+		err = tx.QueryRowContext(ctx, "SELECT pg_current_snapshot()::text, "+
+			"(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text").Scan(&p.Snapshot, &p.InsertLSN)
 		if err != nil {
 			s.Close()
 			return nil, nil, fmt.Errorf("walwatch: reading the snapshot: %w", err)
