@@ -95,10 +95,19 @@ std::string PgoutputDecoder::Decode(std::string_view message,
   ResetImage(&out->columns);
   ResetImage(&out->identity);
   Reader in(message);
+  have_pending_relation_ = false;
   std::string err = DecodeMessage(in, wal_start, out);
   if (err.empty() && in.failed()) err = "message ends early";
   if (err.empty() && !in.at_end()) {
     err = std::to_string(in.remaining()) + " bytes after the message";
+  }
+  // What a message changes is kept only once all of it was read.
+  if (err.empty()) {
+    if (have_pending_relation_) {
+      relations_[pending_relation_id_] = std::move(pending_relation_);
+    }
+    if (out->action == RecordAction::kStreamStart) in_stream_ = true;
+    if (out->action == RecordAction::kStreamStop) in_stream_ = false;
   }
   if (!err.empty()) {
     std::string type = message.empty() ? std::string("empty")
@@ -214,12 +223,10 @@ std::string PgoutputDecoder::DecodeMessage(Reader& in, uint64_t wal_start,
       out->action = RecordAction::kStreamStart;
       out->xid = in.Int32();
       in.Byte();  // first segment or not
-      in_stream_ = true;
       return "";
     case 'E':
       if (!in_stream_) return "stream stop outside a stream block";
       out->action = RecordAction::kStreamStop;
-      in_stream_ = false;
       return "";
     case 'c':
       if (in_stream_) return "stream commit inside a stream block";
@@ -277,7 +284,9 @@ std::string PgoutputDecoder::DecodeRelation(Reader& in) {
     }
   }
   if (in.failed()) return "";
-  relations_[id] = std::move(rel);
+  pending_relation_id_ = id;
+  pending_relation_ = std::move(rel);
+  have_pending_relation_ = true;
   return "";
 }
 
@@ -302,7 +311,8 @@ std::string PgoutputDecoder::DecodeTuple(Reader& in, const Relation& rel,
            " columns, but its relation has " +
            std::to_string(rel.fields.size());
   }
-  image->present = true;
+  // Another table's images are skipped, not materialized, as wal2json's.
+  image->present = rel.mapped;
   for (uint32_t i = 0; i < columns; ++i) {
     const uint8_t kind = in.Byte();
     const int field = rel.mapped ? rel.fields[i] : -1;

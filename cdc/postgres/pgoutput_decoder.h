@@ -74,6 +74,10 @@ class PgoutputDecoder final : public LogicalDecoder {
 
   const TableMapping& mapping_;
   std::unordered_map<uint32_t, Relation> relations_;
+  // A Relation message's, kept once the whole message has been read.
+  bool have_pending_relation_ = false;
+  uint32_t pending_relation_id_ = 0;
+  Relation pending_relation_;
   bool in_stream_ = false;  // between StreamStart and StreamStop
 };
 

@@ -81,7 +81,15 @@ std::string PostgresSource::StartStreaming() {
   start_sqlstate_.clear();
   slot_confirmed_flush_ = 0;
   ReplicationConnector::Started started =
-      connector_->Start(opt_.slot, format_, stop_);
+      connector_->Start(opt_.slot, format_, timeline_, stop_);
+  if (started.timeline != 0) {
+    if (timeline_ != 0 && started.timeline != timeline_ &&
+        timeline_changed_from_ == 0) {
+      timeline_changed_from_ = timeline_;
+      old_timeline_end_ = started.previous_timeline_end;
+    }
+    timeline_ = started.timeline;
+  }
   if (!started.connection) {
     start_failed_after_connect_ = started.answered;
     start_sqlstate_ = started.sqlstate;
@@ -110,6 +118,14 @@ ChangeSource::Reconnected PostgresSource::Reconnect(ChangeReceiver* receiver,
   }
   *error = StartStreaming();
   if (!error->empty()) return Reconnected::kFailed;
+  if (timeline_changed_from_ != 0) {
+    if (std::string err = CheckTimelineChange(receiver); !err.empty()) {
+      LogError("cannot check the new timeline against what walwatch served",
+               {{"error", err}});
+      Close();
+      return Reconnected::kNotYet;
+    }
+  }
   if (slot_confirmed_flush_ > receiver->served_rv() + 1) {
     // Moved while walwatch was away (pg_replication_slot_advance, a
     // second consumer, or a slot dropped and created again): the

@@ -134,6 +134,12 @@ class PostgresSource final : public ChangeSource {
   // new RVs are unambiguous at once.
   void ResetHistory(ChangeReceiver* receiver, uint64_t new_floor,
                     uint64_t next_xid, uint64_t old_server_wal);
+  // After a reconnect to a server on another timeline (a promoted
+  // standby): if the new history left the old timeline at or below what
+  // walwatch served, ResetHistory; else the stream goes on with no relist
+  // (a failover slot synced far enough). Returns an error if the check
+  // could not be made (the caller retries).
+  std::string CheckTimelineChange(ChangeReceiver* receiver);
 
   const PostgresSourceOptions opt_;
   ResourceCatalog* const catalog_;
@@ -170,6 +176,13 @@ class PostgresSource final : public ChangeSource {
   // The highest WAL position the slot monitor saw on the server (0 if
   // unknown): what other replicas may have served, for the fence.
   std::function<uint64_t()> highest_server_wal_;
+  // The server's timeline as the last connection found it (0: unknown),
+  // and a change of timeline (a failover) not yet checked against what
+  // walwatch served: from which timeline, and where it ended in the new
+  // one's history (0 if unknown).
+  uint32_t timeline_ = 0;
+  uint32_t timeline_changed_from_ = 0;
+  uint64_t old_timeline_end_ = 0;
   // Logged once per silence (BusyWhileSilent).
   bool waiting_for_busy_walsender_ = false;
 };

@@ -1,5 +1,7 @@
 #include "cdc/postgres/replication_connection.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "cdc/postgres/lsn.h"
@@ -94,9 +96,64 @@ LibpqReplicationConnector::LibpqReplicationConnector(
       connect_timeout_seconds_(connect_timeout_seconds),
       receive_timeout_(receive_timeout) {}
 
+uint64_t TimelineEnd(std::string_view content, uint32_t tli) {
+  const std::string parent = std::to_string(tli);
+  while (!content.empty()) {
+    size_t eol = content.find('\n');
+    std::string_view line = content.substr(0, eol);
+    content = eol == std::string_view::npos ? std::string_view()
+                                             : content.substr(eol + 1);
+    size_t tab = line.find('\t');
+    if (tab == std::string_view::npos || line.substr(0, tab) != parent) {
+      continue;
+    }
+    std::string_view rest = line.substr(tab + 1);
+    if (auto lsn = ParseLsn(rest.substr(0, rest.find('\t')))) return *lsn;
+  }
+  return 0;
+}
+
+namespace {
+
+// IDENTIFY_SYSTEM's timeline, and where `previous` ended if the server is on
+// another one. Best effort: a failure leaves zeros, and the source checks
+// nothing.
+void ReadTimeline(PGconn* repl, uint32_t previous, const StopSignal& stop,
+                  std::chrono::milliseconds timeout,
+                  ReplicationConnector::Started* started) {
+  std::string err;
+  PgResult r = PgExecSimple(repl, "IDENTIFY_SYSTEM", &err, &stop, timeout);
+  if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK ||
+      PQntuples(r.get()) != 1 || PQnfields(r.get()) < 2) {
+    return;
+  }
+  started->timeline =
+      static_cast<uint32_t>(std::strtoul(PQgetvalue(r.get(), 0, 1), nullptr, 10));
+  if (previous == 0 || started->timeline == previous ||
+      started->timeline <= 1) {
+    return;
+  }
+  r = PgExecSimple(repl, "TIMELINE_HISTORY " + std::to_string(started->timeline),
+                   &err, &stop, timeout);
+  if (!r || PQresultStatus(r.get()) != PGRES_TUPLES_OK ||
+      PQntuples(r.get()) != 1 || PQnfields(r.get()) < 2) {
+    return;
+  }
+  // The content is bytea; in text format, hex ("\\x...").
+  size_t size = 0;
+  unsigned char* content = PQunescapeBytea(
+      reinterpret_cast<const unsigned char*>(PQgetvalue(r.get(), 0, 1)), &size);
+  if (content == nullptr) return;
+  started->previous_timeline_end = TimelineEnd(
+      std::string_view(reinterpret_cast<const char*>(content), size), previous);
+  PQfreemem(content);
+}
+
+}  // namespace
+
 ReplicationConnector::Started LibpqReplicationConnector::Start(
     const std::string& slot, const StreamFormat& format,
-    const StopSignal& stop) {
+    uint32_t previous_timeline, const StopSignal& stop) {
   Started started;
   PgConn repl =
       ConnectPg(conninfo_, /*replication=*/true, connect_timeout_seconds_);
@@ -125,6 +182,7 @@ ReplicationConnector::Started LibpqReplicationConnector::Start(
           ParseLsn(PQgetvalue(r.get(), 0, 0)).value_or(0);
     }
   }
+  ReadTimeline(repl.get(), previous_timeline, stop, receive_timeout_, &started);
   std::string cmd = "START_REPLICATION SLOT " + QuoteIdent(slot) + " LOGICAL 0/0 ";
   if (format.pgoutput) {
     started.protocol = PgoutputProtocolFor(format, PQserverVersion(repl.get()));

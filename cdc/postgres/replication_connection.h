@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <string_view>
 
 #include "cdc/base/stop_signal.h"
 
@@ -64,6 +65,10 @@ struct StreamFormat {
 // (PQserverVersion's number), and the value of its streaming option ("" for
 // none).
 int PgoutputProtocolFor(const StreamFormat& format, int server_version);
+
+// Where timeline `tli` ended in a timeline history file's `content` (lines
+// "parentTLI<TAB>switchpoint<TAB>reason"); 0 if the file does not name it.
+uint64_t TimelineEnd(std::string_view content, uint32_t tli);
 const char* PgoutputStreamingFor(int protocol);
 
 class ReplicationConnector {
@@ -82,13 +87,20 @@ class ReplicationConnector {
     uint64_t slot_confirmed_flush = 0;
     // pgoutput: the protocol version asked for (0 for wal2json).
     int protocol = 0;
+    // The server's timeline (IDENTIFY_SYSTEM; 0 if it could not be read),
+    // and, when it is not `previous_timeline`, where `previous_timeline`
+    // ended in the server's history (TIMELINE_HISTORY): WAL before it is
+    // the same on both timelines, WAL from it on is not. 0 if unknown.
+    uint32_t timeline = 0;
+    uint64_t previous_timeline_end = 0;
   };
   // Opens a replication connection, reads the slot's confirmed position and
   // starts streaming `slot` in `format`, from the slot's confirmed
   // position. Blocks for at most the connect timeout plus two receive
   // timeouts; ends early once `stop` is raised.
+  // `previous_timeline`: the timeline of the last connection (0: none).
   virtual Started Start(const std::string& slot, const StreamFormat& format,
-                        const StopSignal& stop) = 0;
+                        uint32_t previous_timeline, const StopSignal& stop) = 0;
 };
 
 // The connector to a real server, over libpq.
@@ -100,7 +112,7 @@ class LibpqReplicationConnector final : public ReplicationConnector {
                             std::chrono::milliseconds receive_timeout);
 
   Started Start(const std::string& slot, const StreamFormat& format,
-                const StopSignal& stop) override;
+                uint32_t previous_timeline, const StopSignal& stop) override;
 
  private:
   const std::string conninfo_;

@@ -32,6 +32,23 @@ std::string ReadSlotOnNewConnection(const PostgresSourceOptions& opt,
   return ReadSlot(conn->get(), opt.slot, spec, slot, &stop);
 }
 
+// The next xid: pg_current_snapshot()'s xmax.
+std::string ReadNextXid(PGconn* conn, const StopSignal& stop,
+                        uint64_t* next_xid) {
+  std::string err;
+  PgResult snap = PgQuery(conn, "SELECT pg_current_snapshot()::text", {},
+                          &err, &stop);
+  if (!snap || PQntuples(snap.get()) != 1) {
+    return "cannot read pg_current_snapshot(): " + err;
+  }
+  HandoffSnapshot parsed;
+  if (!ParseHandoffSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
+    return "cannot parse pg_current_snapshot()";
+  }
+  *next_xid = parsed.xmax;
+  return "";
+}
+
 // Writes WAL (non-transactional logical messages that wal2json is told to
 // drop) until the server's insert position passes `target`, at most
 // kMaxWalPushBytes. Best effort: a failure only leaves the fence's window
@@ -125,17 +142,14 @@ std::string PostgresSource::FinishSlotRecreation(ChangeReceiver* receiver) {
   }
   // As at startup: a transaction with an xid at or above xmax, read after
   // the slot's position, commits after it.
-  std::string err;
-  PgResult snap = PgQuery(conn.get(), "SELECT pg_current_snapshot()::text", {},
-                          &err, &stop_);
-  if (!snap || PQntuples(snap.get()) != 1) {
-    return "cannot read pg_current_snapshot(): " + err;
-  }
-  HandoffSnapshot parsed;
-  if (!ParseHandoffSnapshot(PQgetvalue(snap.get(), 0, 0), &parsed)) {
-    return "cannot parse pg_current_snapshot()";
+  uint64_t next_xid = 0;
+  if (std::string err = ReadNextXid(conn.get(), stop_, &next_xid); !err.empty()) {
+    return err;
   }
   slot_recreation_pending_ = false;
+  // The recreation reports what the history lost: a change of timeline
+  // found on the way needs no check of its own.
+  timeline_changed_from_ = 0;
   receiver->stats()->SlotRecreated(NowUnixMicros());
   const uint64_t new_floor = slot.confirmed_flush - 1;
   const uint64_t old_server_wal = server_wal_before_recreation_;
@@ -144,7 +158,7 @@ std::string PostgresSource::FinishSlotRecreation(ChangeReceiver* receiver) {
   // the slot was created (which another replica may have served): the
   // history went back.
   if (slot.confirmed_flush < std::max(served + 1, old_server_wal)) {
-    ResetHistory(receiver, new_floor, parsed.xmax, old_server_wal);
+    ResetHistory(receiver, new_floor, next_xid, old_server_wal);
     return "";
   }
   uint64_t barrier = std::max(new_floor, served + 1);
@@ -152,6 +166,55 @@ std::string PostgresSource::FinishSlotRecreation(ChangeReceiver* receiver) {
            "watcher must relist",
            {{"slot", opt_.slot}, {"resume_after", FormatLsn(barrier)}});
   receiver->Gap(barrier);
+  return "";
+}
+
+std::string PostgresSource::CheckTimelineChange(ChangeReceiver* receiver) {
+  const uint32_t from = timeline_changed_from_;
+  const uint64_t old_end = old_timeline_end_;
+  const uint64_t served = receiver->served_rv();
+  // WAL before old_end is on both timelines: RVs below it name the same
+  // commits on the new server. walwatch passed at most served, so nothing
+  // it gave out is ambiguous if served < old_end: a failover slot that
+  // the standby held in step (synchronized_standby_slots) ends here.
+  if (old_end != 0 && served < old_end) {
+    LogInfo("PostgreSQL is on a new timeline (a failover) whose history "
+            "holds everything walwatch served; the stream goes on with no "
+            "relist",
+            {{"slot", opt_.slot},
+             {"old_timeline", static_cast<uint64_t>(from)},
+             {"new_timeline", static_cast<uint64_t>(timeline_)},
+             {"old_timeline_end", FormatLsn(old_end)},
+             {"served_up_to", FormatLsn(served)},
+             {"slot_position", FormatLsn(slot_confirmed_flush_)}});
+    timeline_changed_from_ = 0;
+    return "";
+  }
+  PgConn conn = ConnectPg(opt_.conninfo, false, opt_.connect_timeout_seconds);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    return "cannot connect: " + ExplainPgError(PgError(conn.get()));
+  }
+  uint64_t next_xid = 0;
+  if (std::string err = ReadNextXid(conn.get(), stop_, &next_xid); !err.empty()) {
+    return err;
+  }
+  timeline_changed_from_ = 0;
+  // The server resumes after the slot's position, which a standby's copy
+  // of the slot holds at or below the fork.
+  uint64_t resume = slot_confirmed_flush_;
+  if (old_end != 0) resume = std::min(resume, old_end);
+  LogError("PostgreSQL is on a new timeline (a failover) that left the old "
+           "one before what walwatch served: the standby was behind (the "
+           "slot is not a failover slot, or the primary did not wait for "
+           "the standby: synchronized_standby_slots)",
+           {{"slot", opt_.slot},
+            {"old_timeline", static_cast<uint64_t>(from)},
+            {"new_timeline", static_cast<uint64_t>(timeline_)},
+            {"old_timeline_end",
+             old_end == 0 ? std::string("unknown") : FormatLsn(old_end)},
+            {"served_up_to", FormatLsn(served)}});
+  ResetHistory(receiver, resume > 0 ? resume - 1 : 0, next_xid,
+               highest_server_wal_ ? highest_server_wal_() : 0);
   return "";
 }
 

@@ -147,6 +147,9 @@ std::string TransactionAssembler::Feed(LogicalRecord& record,
         break;
       }
       in_txn_ = false;
+      // pgoutput's Begin does not carry the commit record's end; its
+      // Commit does. (wal2json's Begin does: kept.)
+      if (current_.txn.end_lsn == 0) current_.txn.end_lsn = record.next_lsn;
       Finish(&current_, record.lsn, txn, outcome);
       current_ = Building();
       return "";

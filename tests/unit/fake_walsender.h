@@ -169,7 +169,7 @@ class FakeWalsender final : public ReplicationConnector {
   }
 
   Started Start(const std::string& slot, const StreamFormat& format,
-                const StopSignal& stop) override {
+                uint32_t previous_timeline, const StopSignal& stop) override {
     auto connection = std::make_unique<Connection>(state_);
     std::lock_guard<std::mutex> lock(state_->mu);
     ++state_->starts;

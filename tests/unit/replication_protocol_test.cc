@@ -1,3 +1,4 @@
+#include "cdc/postgres/replication_connection.h"
 #include "cdc/postgres/replication_protocol.h"
 
 #include <string>
@@ -65,6 +66,28 @@ TEST(ReplicationProtocol, AKeepaliveSaysWhetherItWantsAReply) {
     EXPECT_FALSE(ParsePrimaryKeepalive(m.substr(0, 17), &back));
   }
   EXPECT_EQ(ReplicationMessageType(""), 0);
+}
+
+}  // namespace
+}  // namespace walwatch
+
+namespace walwatch {
+namespace {
+
+// A promoted standby's history file: where each earlier timeline ended.
+TEST(TimelineEnd, FindsWhereATimelineEndedInTheHistory) {
+  const std::string history =
+      "1\t0/3000158\tno recovery target specified\n"
+      "\n"
+      "2\t0/50000A0\tno recovery target specified\n";
+  EXPECT_EQ(TimelineEnd(history, 1), 0x3000158u);
+  EXPECT_EQ(TimelineEnd(history, 2), 0x50000A0u);
+  EXPECT_EQ(TimelineEnd(history, 3), 0u);  // not in it: unknown
+  EXPECT_EQ(TimelineEnd("", 1), 0u);
+  // "11" is not "1"; a bad LSN is unknown, never a crash.
+  EXPECT_EQ(TimelineEnd("11\t0/10\tx\n", 1), 0u);
+  EXPECT_EQ(TimelineEnd("1\tnot-an-lsn\tx\n", 1), 0u);
+  EXPECT_EQ(TimelineEnd("1\t0/20", 1), 0x20u);  // no reason, no newline
 }
 
 }  // namespace
