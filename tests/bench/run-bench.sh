@@ -33,13 +33,16 @@
 # 10. tests/bench/mdrain_bench.sh: backlog drain on MariaDB, walwatch
 #    --source mysql against mariadb-binlog, from the same binlog position;
 # 11. tests/bench/mfanout_bench.sh: commit -> client latency for 1,000
-#    watchers at 2,000 commits/s on MariaDB (fanout_bench.sh, BENCH_DB=mysql).
+#    watchers at 2,000 commits/s on MariaDB (fanout_bench.sh, BENCH_DB=mysql);
+# 12. tests/bench/standby_bench.sh: 1, 2, 4 replicas decoding one backlog with
+#    their slots on the primary or on a hot standby (PostgreSQL 17, pgoutput),
+#    the primary's and the standby's CPU.
 # Sizes are cut to fit 30 minutes on 2 cores (each part's time is printed and
 # reported); every comparison is a ratio of figures from the same run.
 # The soak is separate: `make soak` (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|poll|mdrain|mfanout
+#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|poll|mdrain|mfanout|standby
 #                              run only these (a comma-separated list); the
 #                              summary keeps the other parts' latest figures
 #   BENCH_REPETITIONS (3)      decoder_bench's and quiet_watchers_bench's
@@ -54,7 +57,7 @@
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, BENCH_DRAIN_*: see
 #                              drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
-#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_POLL_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*,
+#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_POLL_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*, BENCH_STANDBY_*,
 #   BENCH_OBJECT_BYTES: see each script; run-bench.sh sets the sizes below
 #                              where they are not set
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
@@ -69,7 +72,7 @@ MIN_TIME=${BENCH_MIN_TIME:-0.2}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout)
+PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -99,6 +102,7 @@ mkdir -p "$WORK/results"
 : "${BENCH_MDRAIN_ROWS:=40000}" "${BENCH_MDRAIN_REPS:=3}"
 : "${BENCH_MFANOUT_WATCHERS:=1000}" "${BENCH_MFANOUT_RATE:=2000}" "${BENCH_MFANOUT_SECONDS:=4}"
 : "${BENCH_MFANOUT_REPS:=3}"
+: "${BENCH_STANDBY_ROWS:=20000}" "${BENCH_STANDBY_REPS:=2}" "${BENCH_STANDBY_REPLICAS:=1 2 4}"
 export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_REPLICA_ROWS \
   BENCH_FANOUT_WATCHERS BENCH_FANOUT_RATES BENCH_FANOUT_EXTRA BENCH_FANOUT_SPREAD_RATES \
   BENCH_FANOUT_MIXED BENCH_FANOUT_SECONDS BENCH_FANOUT_REPS BENCH_FANOUT_GOAL_REPS \
@@ -106,7 +110,8 @@ export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_
   BENCH_MEMORY_WATCHERS BENCH_MEMORY_REPS BENCH_MEMORY_ROWS BENCH_MEMORY_OBJECT_BYTES \
   BENCH_REPLAY_ROWS BENCH_REPLAY_REPS BENCH_QUIET_E2E_SECONDS BENCH_QUIET_E2E_REPS \
   BENCH_QUIET_E2E_FILL BENCH_MDRAIN_ROWS BENCH_MDRAIN_REPS BENCH_MFANOUT_WATCHERS \
-  BENCH_MFANOUT_RATE BENCH_MFANOUT_SECONDS BENCH_MFANOUT_REPS
+  BENCH_MFANOUT_RATE BENCH_MFANOUT_SECONDS BENCH_MFANOUT_REPS \
+  BENCH_STANDBY_ROWS BENCH_STANDBY_REPS BENCH_STANDBY_REPLICAS
 
 # Each part's wall time, for the budget: "part seconds" lines.
 : >"$WORK/times.txt"
@@ -176,11 +181,12 @@ if want drain; then
   part_end drain
 fi
 # The other benchmarks: each prints its own section and writes its figures.
-for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout; do
+for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
   want "$part" || continue
   part_begin "$part"
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
     BENCH_OUT="$WORK/results/$part.txt" BENCH_FANOUT_OUT="$WORK/results/fanout.txt" \
+    BENCH_STANDBY_OUT="$WORK/results/standby.env" \
     "tests/bench/${part}_bench.sh"
   part_end "$part"
 done
@@ -309,7 +315,7 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo "QUIET_BENCH_WATCHERS=0 $QUIET_ENV ${QUIET_CMD[*]} --benchmark_filter=BM_HotAppend"
   fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout; do
+  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
     if want "$part"; then
       env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
       echo "tests/bench/${part}_bench.sh"
@@ -340,7 +346,7 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout; do
+  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
   echo

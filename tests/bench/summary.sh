@@ -155,6 +155,12 @@ if has drain.txt; then
     info_row "$k replica(s) draining one backlog at once (a slot each)" "reference" "drain $ds s, primary CPU $cpu s per replica" drain
   done < <(awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["drain_s"], v["primary_cpu_s_per_replica"] }' "$R/drain.txt")
 fi
+if has standby.txt; then
+  v=$(sed -n 's/^pg_version=//p' "$R/standby.env" 2>/dev/null || true)
+  while read -r k on ds pc sc; do
+    info_row "$k replica(s) draining one backlog at once, slots on the $on (PostgreSQL ${v:-16+}, pgoutput)" "reference" "drain $ds s; CPU per replica: primary $pc s, standby $sc s" standby
+  done < <(awk '$1 == "replicas" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print $2, v["on"], v["drain_s"], v["primary_cpu_s_per_replica"], v["standby_cpu_s_per_replica"] }' "$R/standby.txt")
+fi
 if has fanout.txt; then
   for c in "one 1000 1000" "one 5000 100" "one 1 5000"; do
     read -r m n r <<<"$c"
