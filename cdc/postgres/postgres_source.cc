@@ -214,7 +214,11 @@ bool PostgresSource::HandleMessage(std::string_view message,
                   {"error", err},
                   {"message", format_.pgoutput ? HexPrefix(data.payload, 128)
                                                : std::string(data.payload.substr(0, 256))}});
-        assembler_.MarkBroken();
+        if (format_.pgoutput) {
+          assembler_.MarkBrokenOrNext();
+        } else {
+          assembler_.MarkBroken();
+        }
         return true;
       }
       // What the loop has taken is the line below which a transaction is a

@@ -31,6 +31,17 @@ void TransactionAssembler::Reset() {
   in_stream_ = false;
   streams_.clear();
   held_bytes_ = 0;
+  // A new connection decodes afresh: what the lost message could have
+  // broken is sent again.
+  next_broken_ = false;
+}
+
+void TransactionAssembler::MarkBrokenOrNext() {
+  if (in_txn_ || in_stream_) {
+    MarkBroken();
+  } else {
+    next_broken_ = true;
+  }
 }
 
 void TransactionAssembler::MarkBroken() {
@@ -110,6 +121,10 @@ void TransactionAssembler::Finish(Building* b, uint64_t commit_lsn,
     return;
   }
   last_commit_lsn_ = commit_lsn;
+  if (next_broken_) {
+    b->txn.broken = true;
+    next_broken_ = false;
+  }
   *txn = std::move(b->txn);
   *outcome = Outcome::kCommitted;
 }

@@ -61,6 +61,11 @@ class TransactionAssembler {
   // re-sent (duplicate) transaction stays dropped. Outside a transaction it
   // does nothing.
   void MarkBroken();
+  // As MarkBroken, and outside a transaction the next transaction to commit
+  // ends as broken: pgoutput's messages depend on the ones before them (a
+  // stream block's start, a relation), so a message that could not be
+  // decoded between transactions may have been one a later change needed.
+  void MarkBrokenOrNext();
 
   // Records a commit the log already holds, e.g. after a restart.
   void set_last_commit_lsn(uint64_t lsn) { last_commit_lsn_ = lsn; }
@@ -99,6 +104,7 @@ class TransactionAssembler {
   uint64_t last_commit_lsn_;
   bool in_txn_ = false;
   bool duplicate_ = false;  // the open Begin..Commit is a re-send
+  bool next_broken_ = false;  // MarkBrokenOrNext outside a transaction
   Building current_;
   bool in_stream_ = false;
   uint32_t stream_xid_ = 0;  // the open block's transaction

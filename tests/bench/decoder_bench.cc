@@ -1,5 +1,6 @@
 // decoder_bench: the replication thread's per-row work on wal2json v2 input,
-// next to raw simdjson parsing of the very same bytes (the ceiling).
+// next to raw simdjson parsing of the very same bytes (the ceiling), and
+// pgoutput's decoding of the same rows.
 //
 // Input: one-row transactions (B, I or U, C lines) exactly as walwatch
 // receives them (tests/data/wal2json_v2_capture.jsonl: format-version 2,
@@ -10,7 +11,10 @@
 // Kubernetes-like Pods with labels, annotations (including kubectl's
 // last-applied-configuration, a JSON document inside a JSON string inside the
 // wal2json string), ownerReferences, managedFields, spec and status, grown to
-// about 1, 4, 16 and 64 KB of jsonb text.
+// about 1, 4, 16 and 64 KB of jsonb text. The same transactions are also
+// written as pgoutput sends them (protocol version 1: Begin, Insert or
+// Update with the old row 'O', Commit; text tuples, so the object column is
+// jsonb_out's text itself), after one Relation message of the table.
 //
 // Benchmarks, each over the whole corpus of one size and one operation
 // (insert or update; bytes/s counts every line, B and C included; items/s
@@ -28,6 +32,15 @@
 //                        EventBuilder::Build (wire bytes with the spliced
 //                        resourceVersion): the full per-row path up to the
 //                        EventLog
+//   PgoutputDecode       PgoutputDecoder::Decode of each pgoutput message of
+//                        the same rows (bytes/s counts pgoutput's bytes),
+//                        and Decode of the wal2json lines in the same
+//                        iterations, alternately first: counters
+//                        pgoutput_ns_per_row, wal2json_ns_per_row and their
+//                        ratio pgoutput_over_wal2json, from the same moments
+//                        of the same run (each pass timed in the thread's
+//                        CPU time; the benchmark's time, bytes/s and items/s
+//                        are pgoutput's passes alone)
 //
 // Run: decoder_bench --benchmark_repetitions=5
 //      --benchmark_report_aggregates_only=true   (tests/bench/run-bench.sh)
@@ -40,6 +53,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -51,6 +65,7 @@
 
 #include "cdc/event_builder.h"
 #include "cdc/postgres/lsn.h"
+#include "cdc/postgres/pgoutput_decoder.h"
 #include "cdc/postgres/transaction_assembler.h"
 #include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
@@ -501,39 +516,112 @@ std::string PgTime(int64_t unix_micros) {
   return buf;
 }
 
-// The row's columns, in table order, as wal2json prints a tuple.
-std::string Tuple(const Pod& pod, uint64_t id, const std::string& when) {
+// One column of a row, in table order: what both plugins print of it.
+struct Column {
+  const char* name;
+  uint32_t type_oid;                // for pgoutput's Relation message
+  std::optional<std::string> text;  // the type's text output; nullopt: NULL
+  bool number;                      // wal2json prints it as a JSON number
+};
+
+constexpr uint32_t kInt8Oid = 20;
+constexpr uint32_t kTextOid = 25;
+constexpr uint32_t kTimestamptzOid = 1184;
+constexpr uint32_t kJsonbOid = 3802;
+
+std::vector<Column> Row(const Pod& pod, uint64_t id, const std::string& when) {
+  return {
+      {"id", kInt8Oid, std::to_string(id), true},
+      {"group", kTextOid, "", false},
+      {"version", kTextOid, "v1", false},
+      {"resource", kTextOid, "pods", false},
+      {"kind", kTextOid, "Pod", false},
+      {"cluster", kTextOid, "member-" + std::to_string(id % 4), false},
+      {"namespace", kTextOid, pod.ns, false},
+      {"name", kTextOid, pod.name, false},
+      {"owner_uid", kTextOid, pod.owner_uid, false},
+      {"uid", kTextOid, pod.uid, false},
+      {"resource_version", kTextOid, pod.resource_version, false},
+      {"object", kJsonbOid, JsonbText(pod.object), false},
+      {"events", kJsonbOid, std::nullopt, false},
+      {"event_resource_versions", kJsonbOid, std::nullopt, false},
+      {"created_at", kTimestamptzOid, when, false},
+      {"synced_at", kTimestamptzOid, when, false},
+      {"deleted_at", kTimestamptzOid, std::nullopt, false},
+  };
+}
+
+// The row's columns as wal2json prints a tuple (jsonb: a JSON string).
+std::string Tuple(const std::vector<Column>& row) {
   std::string s = "[";
-  auto column = [&](const char* name, const std::string& json_value) {
+  for (const Column& c : row) {
     if (s.size() > 1) s.push_back(',');
-    s.append("{\"name\":\"").append(name).append("\",\"value\":");
-    s.append(json_value);
+    s.append("{\"name\":\"").append(c.name).append("\",\"value\":");
+    if (!c.text) {
+      s.append("null");
+    } else if (c.number) {
+      s.append(*c.text);
+    } else {
+      AppendEscaped(*c.text, &s);
+    }
     s.push_back('}');
-  };
-  auto str = [](std::string_view v) {
-    std::string out;
-    AppendEscaped(v, &out);
-    return out;
-  };
-  column("id", std::to_string(id));
-  column("group", str(""));
-  column("version", str("v1"));
-  column("resource", str("pods"));
-  column("kind", str("Pod"));
-  column("cluster", str("member-" + std::to_string(id % 4)));
-  column("namespace", str(pod.ns));
-  column("name", str(pod.name));
-  column("owner_uid", str(pod.owner_uid));
-  column("uid", str(pod.uid));
-  column("resource_version", str(pod.resource_version));
-  column("object", str(JsonbText(pod.object)));  // jsonb: a JSON string
-  column("events", "null");
-  column("event_resource_versions", "null");
-  column("created_at", str(when));
-  column("synced_at", str(when));
-  column("deleted_at", "null");
+  }
   s.push_back(']');
   return s;
+}
+
+// ---------------------------------------------------------------------------
+// pgoutput messages ("Logical Replication Message Formats" in PostgreSQL's
+// documentation): integers big-endian, strings NUL-terminated.
+
+void PutInt(uint64_t v, int bytes, std::string* out) {
+  for (int i = bytes - 1; i >= 0; --i) {
+    out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+}
+
+void PutString(std::string_view text, std::string* out) {
+  out->append(text);
+  out->push_back('\0');
+}
+
+// TupleData in text: 'n' for a null, 't' and the text otherwise.
+void PutTuple(const std::vector<Column>& row, std::string* out) {
+  PutInt(row.size(), 2, out);
+  for (const Column& c : row) {
+    if (!c.text) {
+      out->push_back('n');
+      continue;
+    }
+    out->push_back('t');
+    PutInt(c.text->size(), 4, out);
+    out->append(*c.text);
+  }
+}
+
+constexpr uint32_t kRelationId = 16385;
+
+// The Relation message of public.resources (REPLICA IDENTITY FULL: every
+// column is part of the key).
+std::string PgoutputRelation(const std::vector<Column>& row) {
+  std::string m = "R";
+  PutInt(kRelationId, 4, &m);
+  PutString("public", &m);
+  PutString("resources", &m);
+  m.push_back('f');
+  PutInt(row.size(), 2, &m);
+  for (const Column& c : row) {
+    m.push_back(1);
+    PutString(c.name, &m);
+    PutInt(c.type_oid, 4, &m);
+    PutInt(0xFFFFFFFF, 4, &m);  // no type modifier
+  }
+  return m;
+}
+
+// µs since the Unix epoch to pgoutput's µs since 2000-01-01.
+int64_t PgEpochMicros(int64_t unix_micros) {
+  return unix_micros - int64_t{946684800} * 1000000;
 }
 
 enum class Op { kInsert, kUpdate };
@@ -551,11 +639,21 @@ Line MakeLine(std::string s) {
   return l;
 }
 
+// One pgoutput message, at the position its XLogData starts.
+struct PgMessage {
+  std::string bytes;
+  uint64_t wal_start;
+};
+
 struct Corpus {
   std::vector<Line> lines;  // B, I|U, C per transaction
   size_t bytes = 0;         // all lines
   size_t rows = 0;
   size_t object_bytes = 0;  // jsonb text of the new objects
+  // The same transactions as pgoutput sends them, after `pg_relation`.
+  std::string pg_relation;
+  std::vector<PgMessage> pg_messages;
+  size_t pg_bytes = 0;  // all pg_messages
 };
 
 // The env_vars knob that makes a pod's jsonb text about `target` bytes.
@@ -584,6 +682,8 @@ Corpus MakeCorpus(size_t object_target, Op op, size_t corpus_bytes) {
                        ",\"timestamp\":\"" + when + "\",\"lsn\":\"" +
                        FormatLsn(commit_lsn) + "\",\"nextlsn\":\"" +
                        FormatLsn(next_lsn) + "\"}";
+    const std::vector<Column> new_row = Row(now, i + 1, when);
+    std::vector<Column> old_row;
     std::string change = std::string("{\"action\":\"") +
                          (op == Op::kInsert ? "I" : "U") +
                          "\",\"xid\":" + std::to_string(xid) +
@@ -591,12 +691,37 @@ Corpus MakeCorpus(size_t object_target, Op op, size_t corpus_bytes) {
                          FormatLsn(change_lsn) +
                          "\",\"schema\":\"public\",\"table\":\"resources\","
                          "\"columns\":" +
-                         Tuple(now, i + 1, when);
+                         Tuple(new_row);
     if (op == Op::kUpdate) {
       Pod before = MakePod({i, 1, knob});
-      change += ",\"identity\":" + Tuple(before, i + 1, PgTime(micros - 60000000));
+      old_row = Row(before, i + 1, PgTime(micros - 60000000));
+      change += ",\"identity\":" + Tuple(old_row);
     }
     change += "}";
+    if (c.pg_relation.empty()) c.pg_relation = PgoutputRelation(new_row);
+    // pgoutput: Begin (the commit's position, time and xid), the change,
+    // Commit (flags, the commit's position and end, time).
+    PgMessage pg_begin{"B", lsn};
+    PutInt(commit_lsn, 8, &pg_begin.bytes);
+    PutInt(static_cast<uint64_t>(PgEpochMicros(micros)), 8, &pg_begin.bytes);
+    PutInt(xid, 4, &pg_begin.bytes);
+    PgMessage pg_change{op == Op::kInsert ? "I" : "U", change_lsn};
+    PutInt(kRelationId, 4, &pg_change.bytes);
+    if (op == Op::kUpdate) {
+      pg_change.bytes.push_back('O');
+      PutTuple(old_row, &pg_change.bytes);
+    }
+    pg_change.bytes.push_back('N');
+    PutTuple(new_row, &pg_change.bytes);
+    PgMessage pg_commit{"C", commit_lsn};
+    pg_commit.bytes.push_back(0);
+    PutInt(commit_lsn, 8, &pg_commit.bytes);
+    PutInt(next_lsn, 8, &pg_commit.bytes);
+    PutInt(static_cast<uint64_t>(PgEpochMicros(micros)), 8, &pg_commit.bytes);
+    for (PgMessage* m : {&pg_begin, &pg_change, &pg_commit}) {
+      c.pg_bytes += m->bytes.size();
+      c.pg_messages.push_back(std::move(*m));
+    }
     std::string commit = head;
     commit[11] = 'C';
     c.object_bytes += JsonbText(now.object).size();
@@ -829,6 +954,110 @@ void BM_DecodeBuild(benchmark::State& state, size_t size, Op op) {
   SetCounters(state, c);
 }
 
+// This thread's CPU time: what the other benchmarks' rates count too, and
+// steady on a machine busy with other work.
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// Decodes the corpus's pgoutput messages; "" or the first error.
+std::string DecodePgoutput(const Corpus& c, PgoutputDecoder* decoder,
+                           LogicalRecord* record) {
+  for (const PgMessage& m : c.pg_messages) {
+    std::string err = decoder->Decode(m.bytes, m.wal_start, record);
+    if (!err.empty()) return err;
+    benchmark::DoNotOptimize(record->columns.fields.data());
+  }
+  return "";
+}
+
+std::string DecodeWal2Json(const Corpus& c, Wal2JsonDecoder* decoder,
+                           LogicalRecord* record) {
+  for (const Line& line : c.lines) {
+    std::string err = decoder->Decode(line.view(), record);
+    if (!err.empty()) return err;
+    benchmark::DoNotOptimize(record->columns.fields.data());
+  }
+  return "";
+}
+
+// Both decoders must read the same rows from their formats: the same
+// records, images and all, for every message of the corpus.
+std::string CheckSameRecords(const Corpus& c, PgoutputDecoder* pgoutput,
+                             Wal2JsonDecoder* wal2json) {
+  if (c.pg_messages.size() != c.lines.size()) return "not one message per line";
+  LogicalRecord p, w;
+  for (size_t i = 0; i < c.lines.size(); ++i) {
+    std::string err = pgoutput->Decode(c.pg_messages[i].bytes,
+                                       c.pg_messages[i].wal_start, &p);
+    if (err.empty()) err = wal2json->Decode(c.lines[i].view(), &w);
+    if (!err.empty()) return err;
+    // (wal2json also gives a change its transaction's xid and time.)
+    const bool change = p.action == RecordAction::kInsert ||
+                        p.action == RecordAction::kUpdate;
+    bool same = p.action == w.action && p.lsn == w.lsn &&
+                (change || p.timestamp_us == w.timestamp_us) &&
+                p.mapped_table == w.mapped_table &&
+                p.columns.present == w.columns.present &&
+                p.identity.present == w.identity.present &&
+                p.columns.fields == w.columns.fields &&
+                p.identity.fields == w.identity.fields;
+    if (!same) return "pgoutput and wal2json differ at message " + std::to_string(i);
+  }
+  return "";
+}
+
+void BM_PgoutputDecode(benchmark::State& state, size_t size, Op op) {
+  const Corpus& c = GetCorpus(size, op);
+  TableMapping mapping = DefaultTableMapping();
+  PgoutputDecoder pgoutput(mapping);
+  Wal2JsonDecoder wal2json(mapping);
+  LogicalRecord record;
+  std::string err = pgoutput.Decode(c.pg_relation, 0, &record);
+  if (err.empty()) err = CheckSameRecords(c, &pgoutput, &wal2json);
+  if (!err.empty()) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  double pgoutput_s = 0, wal2json_s = 0;
+  bool pgoutput_first = true;
+  for (auto _ : state) {
+    // Alternately first, so that neither always finds the caches the
+    // other left.
+    for (int pass = 0; pass < 2; ++pass) {
+      const bool pg = (pass == 0) == pgoutput_first;
+      const double start = ThreadCpuSeconds();
+      err = pg ? DecodePgoutput(c, &pgoutput, &record)
+               : DecodeWal2Json(c, &wal2json, &record);
+      const double seconds = ThreadCpuSeconds() - start;
+      if (!err.empty()) {
+        state.SkipWithError(err.c_str());
+        return;
+      }
+      if (pg) {
+        state.SetIterationTime(seconds);
+        pgoutput_s += seconds;
+      } else {
+        wal2json_s += seconds;
+      }
+    }
+    pgoutput_first = !pgoutput_first;
+  }
+  const double rows = static_cast<double>(state.iterations() * c.rows);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.pg_bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * c.rows));
+  state.counters["object_bytes"] =
+      static_cast<double>(c.object_bytes) / static_cast<double>(c.rows);
+  state.counters["row_line_bytes"] =
+      static_cast<double>(c.pg_messages[1].bytes.size());
+  state.counters["pgoutput_ns_per_row"] = pgoutput_s * 1e9 / rows;
+  state.counters["wal2json_ns_per_row"] = wal2json_s * 1e9 / rows;
+  state.counters["pgoutput_over_wal2json"] =
+      wal2json_s > 0 ? pgoutput_s / wal2json_s : 0;
+}
+
 struct SizeClass {
   const char* name;
   size_t object_bytes;
@@ -845,6 +1074,7 @@ void RegisterAll() {
       {"SimdjsonOnDemandNested", BM_SimdjsonOnDemandNested},
       {"Decode", BM_Decode},
       {"DecodeBuild", BM_DecodeBuild},
+      {"PgoutputDecode", BM_PgoutputDecode},
   };
   for (const SizeClass& size : kSizes) {
     for (Op op : {Op::kInsert, Op::kUpdate}) {
@@ -853,11 +1083,12 @@ void RegisterAll() {
                            (op == Op::kInsert ? "insert" : "update");
         size_t bytes = size.object_bytes;
         Fn f = fn;
-        benchmark::RegisterBenchmark(full.c_str(),
-                                     [f, bytes, op](benchmark::State& s) {
-                                       f(s, bytes, op);
-                                     })
-            ->Unit(benchmark::kMillisecond);
+        auto* b = benchmark::RegisterBenchmark(
+            full.c_str(),
+            [f, bytes, op](benchmark::State& s) { f(s, bytes, op); });
+        b->Unit(benchmark::kMillisecond);
+        // Its iterations time both decoders; its own time is pgoutput's.
+        if (f == BM_PgoutputDecode) b->UseManualTime();
       }
     }
   }

@@ -9,6 +9,9 @@
 #   rv        ParseResourceVersion, ParseLsn / ParsePgLsn, ParseHandoffSnapshot
 #   wal2json  ParseTableMapping, Wal2JsonDecoder -> TransactionAssembler ->
 #             EventBuilder -> EventLog
+#   pgoutput  framed pgoutput messages (and lost connections) ->
+#             PgoutputDecoder -> TransactionAssembler (streams, aborts, the
+#             byte bound) -> EventBuilder -> EventLog
 #   mysql_json  DecodeMysqlJson: MySQL 8's binary JSON to the text a SELECT
 #             shows (its output must parse as JSON)
 #   mysql_binlog  a binlog file's bytes -> BinlogReader::OpenFile (Connector/C's
@@ -45,7 +48,7 @@ RUNS=${FUZZ_RUNS:-1000000}
 JOBS=${FUZZ_JOBS:-2}
 CXX=${FUZZ_CXX:-clang++-14}
 OUT=${FUZZ_BUILD_DIR:-build-fuzz}
-ALL_TARGETS=(http selector rv wal2json mysql_json mysql_binlog)
+ALL_TARGETS=(http selector rv wal2json pgoutput mysql_json mysql_binlog)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 
@@ -57,6 +60,7 @@ MAX_LEN[http]=28672
 MAX_LEN[selector]=4096
 MAX_LEN[rv]=256
 MAX_LEN[wal2json]=65536
+MAX_LEN[pgoutput]=65536
 MAX_LEN[mysql_json]=16384
 # mysql_binlog: the captured seeds are 0.4-3 KiB; room for several writes.
 MAX_LEN[mysql_binlog]=16384
