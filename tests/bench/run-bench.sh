@@ -202,7 +202,9 @@ march=$(awk -F= '/^WALWATCH_MARCH:/ { print $2 }' "$BUILD_DIR/CMakeCache.txt")
 build_type=$(awk -F= '/^CMAKE_BUILD_TYPE:/ { print $2 }' "$BUILD_DIR/CMakeCache.txt")
 
 # Medians (and the coefficient of variation of bytes/s) from decoder_bench's
-# JSON: one line "family size op bytes_per_s items_per_s line_bytes obj_bytes cv".
+# JSON: one line "family size op bytes_per_s items_per_s line_bytes obj_bytes cv
+# pgoutput_over_wal2json" (the last 0 but for PgoutputDecode: its time per row
+# over wal2json's on the same rows).
 decoder_rows() {
   awk '
     /"name":/ { gsub(/[",]/, "", $2); name = $2 }
@@ -211,18 +213,19 @@ decoder_rows() {
     /"items_per_second":/ { gsub(/,/, "", $2); ips = $2 }
     /"row_line_bytes":/ { gsub(/,/, "", $2); line = $2 }
     /"object_bytes":/ { gsub(/,/, "", $2); obj = $2 }
+    /"pgoutput_over_wal2json":/ { gsub(/,/, "", $2); pw = $2 }
     /^    }/ {
       if (name != "") {
         base = name; sub(/_(median|mean|stddev|cv)$/, "", base)
-        if (agg == "median") { m[base] = bps " " ips " " line " " obj; order[++n] = base }
+        if (agg == "median") { m[base] = bps " " ips " " line " " obj; r[base] = (pw == "" ? 0 : pw); order[++n] = base }
         if (agg == "cv") cv[base] = bps
       }
-      name = ""; agg = ""
+      name = ""; agg = ""; pw = ""
     }
     END {
       for (i = 1; i <= n; i++) {
         b = order[i]; split(b, p, "/")
-        print p[1], p[2], p[3], m[b], (b in cv ? cv[b] : 0)
+        print p[1], p[2], p[3], m[b], (b in cv ? cv[b] : 0), r[b]
       }
     }' "$WORK/decoder.json"
 }

@@ -145,6 +145,13 @@ if has decoder.txt; then
     END { for (k in dec) if (raw[k] > 0) { r = dec[k] / raw[k]; if (lo == "" || r < lo) lo = r; if (r > hi) hi = r }
           if (lo != "") printf "%.2f – %.2f", lo, hi }' "$R/decoder.txt")
   info_row "decoder (wal2json → row), one core, objects of 1 to 65 KB" "≥ 1 GB/s or ≥ ½ of raw simdjson" "$lo – $hi GB/s; ${rel:-?} of raw On-Demand" decoder "$(verdict le 0.5 "${rel%% *}")"
+  # pgoutput's decoder on the same rows, time per row over wal2json's,
+  # measured in the same iterations.
+  pw=$(awk '$1 == "PgoutputDecode" && $9 > 0 { if (lo == "" || $9 < lo) lo = $9; if ($9 > hi) hi = $9 }
+    END { if (lo != "") printf "%.2f – %.2f", lo, hi }' "$R/decoder.txt")
+  if [[ -n "$pw" ]]; then
+    info_row "decoder (pgoutput → row) time per row over wal2json's, same rows" "≤ 1 (no slower than wal2json)" "$pw" decoder "$(verdict le "${pw##* }" 1)"
+  fi
 fi
 if has quiet.txt; then
   q=$(awk '$1 == "BM_HotAppend" && $2 == "median" && $3 == "watched_over_bare" { print $4 }' "$R/quiet.txt")
