@@ -60,7 +60,10 @@ class PgStateWorker final : public StateWorker {
   bool Connect(std::string* error);
   PgResult Query(const std::string& sql, const std::vector<std::string>& params,
                  std::string* error);
-  bool ReadInsertLsn(uint64_t* lsn, std::string* error);
+  // The server's WAL position (kWalPositionSql); with `in_recovery`, also
+  // whether the server is a standby.
+  bool ReadInsertLsn(uint64_t* lsn, std::string* error,
+                     bool* in_recovery = nullptr);
   // Waits until the stream has passed every record begun before insert_lsn;
   // false on timeout, on stop, or once `wanted` says nobody waits any more.
   bool WaitPassed(uint64_t insert_lsn, const Wanted& wanted);
@@ -123,9 +126,15 @@ PgResult PgStateWorker::Query(const std::string& sql,
   return r;
 }
 
-bool PgStateWorker::ReadInsertLsn(uint64_t* lsn, std::string* error) {
-  PgResult r = Query(std::string("SELECT ") + kWalPositionSql, {}, error);
+bool PgStateWorker::ReadInsertLsn(uint64_t* lsn, std::string* error,
+                                  bool* in_recovery) {
+  PgResult r = Query(std::string("SELECT ") + kWalPositionSql +
+                         ", pg_is_in_recovery()",
+                     {}, error);
   if (!r) return false;
+  if (in_recovery != nullptr) {
+    *in_recovery = std::string_view(PQgetvalue(r.get(), 0, 1)) == "t";
+  }
   auto v = ParseLsn(PQgetvalue(r.get(), 0, 0));
   if (!v) {
     *error = "bad LSN from the server's WAL position";
@@ -348,20 +357,23 @@ void PgStateWorker::HandoffRv(const HandoffPosition& at, const RvCallback& done,
     return;
   }
   // Without an insertLSN, the server's is the one to wait for. With one
-  // the stream has not passed, check it first: one the server has not
+  // the stream has not passed, check it first: one a primary has not
   // reached yet was not read with the snapshot, and would hold this reader
-  // for --too-large-rv-wait for nothing.
+  // for --too-large-rv-wait for nothing. A standby (walwatch decoding
+  // there) is behind the primary a list may have read on: it is waited
+  // for, as any position walwatch has not reached.
   if (insert_lsn == 0 || insert_lsn > log_->current_rv() + 1) {
     std::string err;
     uint64_t server_lsn = 0;
-    if (!Connect(&err) || !ReadInsertLsn(&server_lsn, &err)) {
+    bool standby = false;
+    if (!Connect(&err) || !ReadInsertLsn(&server_lsn, &err, &standby)) {
       StateError e{500, "InternalError", err};
       done(0, &e);
       return;
     }
     if (insert_lsn == 0) {
       insert_lsn = server_lsn;
-    } else if (insert_lsn > server_lsn) {
+    } else if (insert_lsn > server_lsn && !standby) {
       StateError e{400, "BadRequest",
                    "insertLSN " + FormatLsn(insert_lsn) +
                        " is ahead of the server's WAL insert position " +
