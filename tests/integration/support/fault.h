@@ -323,9 +323,22 @@ size_t HugeTransactionRows();
 // The commit LSN of a fresh transaction on table `marker_table` of the
 // database at `conninfo`, found with a temporary wal2json slot: a position
 // every slot of the database decodes, so a watch from it gets exactly the
-// transactions after it.
+// transactions after it. On a server without wal2json (the npm builds of
+// PostgreSQL 16-18, tests/tools/install-pg-npm.sh), or with
+// WALWATCH_TEST_OBSERVER_PLUGIN=pgoutput, through PgoutputMarkerCommitLsn
+// and the publication `<marker_table>_publication`, made if missing.
 uint64_t MarkerCommitLsn(const std::string& conninfo,
                          const std::string& marker_table);
+// The same through a temporary pgoutput slot: `publication` must publish
+// `marker_table` (pgoutput sends no commit for a transaction without a
+// published change).
+uint64_t PgoutputMarkerCommitLsn(const std::string& conninfo,
+                                 const std::string& marker_table,
+                                 const std::string& publication);
+// The commit LSN of a pgoutput Commit message ('C', flags, commit LSN, end
+// LSN, timestamp) as the SQL interface returns it (bytea as text: \x43...);
+// nullopt for any other message.
+std::optional<uint64_t> PgoutputCommitLsn(const std::string& bytea_text);
 
 }  // namespace walwatch::itest
 

@@ -1,11 +1,15 @@
 // libpq helpers for walwatch's integration tests, which run against a real
-// PostgreSQL 15 with wal2json (tests/tools/pg-sandbox.sh), never a mock.
+// PostgreSQL (tests/tools/pg-sandbox.sh: Debian's 15 with wal2json, or 16 to
+// 18 from tests/tools/install-pg-npm.sh, which have pgoutput only), never a
+// mock.
 //
 //  * PgConnection: one libpq connection; every failure throws PgError whose
 //    what() names the statement and the server's message (gtest reports an
 //    exception escaping a test body as a failure, with that text).
-//  * CommitObserver: a second wal2json slot that tells a test the commit LSN
-//    of each transaction, in commit order, to check resourceVersions exactly.
+//  * CommitObserver: a second slot (wal2json, or pgoutput where the server
+//    has no wal2json or WALWATCH_TEST_OBSERVER_PLUGIN=pgoutput) that tells a
+//    test the commit LSN of each transaction, in commit order, to check
+//    resourceVersions exactly.
 //  * PgDatabaseTest: a fixture giving every test its own database with
 //    schema/clusterpedia.sql applied, dropped afterwards with its slots.
 //
@@ -85,13 +89,14 @@ std::optional<PgServer> PgServerFromEnvironment();
 // The failure text for that case: names `make test`.
 extern const char kMissingPgServerMessage[];
 
-// Watches commits with its own wal2json slot (SQL interface). Create it
-// before the writes it should see; it sees every transaction of its database
-// that the decoder emits (including empty ones on other tables), in commit
-// order, exactly as walwatch's slot does.
+// Watches commits with its own slot (SQL interface): wal2json, or pgoutput
+// (with publications of its own) where the server has no wal2json; its
+// records reach the handler as wal2json format-version 2 either way. Create
+// it before the writes it should see; it sees every transaction of its
+// database that the decoder emits, in commit order, as walwatch's slot does.
 class CommitObserver {
  public:
-  // Creates logical slot `slot` with wal2json on `conn`'s database.
+  // Creates logical slot `slot` on `conn`'s database.
   CommitObserver(PgConnection* conn, std::string slot);
 
   struct Commit {

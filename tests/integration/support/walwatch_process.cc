@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "tests/integration/support/watch_client.h"
 
@@ -235,10 +236,45 @@ void MakeTestCertificates(const std::string& dir, const std::string& san,
 // ---------------------------------------------------------------------------
 // WalwatchProcess
 
+namespace {
+
+// The value of --NAME in `args` ("--NAME V" or "--NAME=V"); nullopt if absent.
+std::optional<std::string> FlagValue(const std::vector<std::string>& args,
+                                     const std::string& name) {
+  const std::string flag = "--" + name;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == flag) return i + 1 < args.size() ? args[i + 1] : "";
+    if (args[i].rfind(flag + "=", 0) == 0) {
+      return args[i].substr(flag.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+// The version matrix's choice of output plugin (tests/CMakeLists.txt):
+// WALWATCH_TEST_PLUGIN -> --plugin, WALWATCH_TEST_PGOUTPUT_PROTOCOL ->
+// --pgoutput-protocol, for a walwatch on PostgreSQL whose test did not
+// choose them itself.
+void AddMatrixFlags(const WalwatchOptions& o, std::vector<std::string>* argv) {
+  auto source = FlagValue(o.extra_args, "source");
+  if (source && *source != "postgres") return;
+  const std::pair<const char*, const char*> flags[] = {
+      {"WALWATCH_TEST_PLUGIN", "plugin"},
+      {"WALWATCH_TEST_PGOUTPUT_PROTOCOL", "pgoutput-protocol"}};
+  for (const auto& [env, flag] : flags) {
+    const char* value = std::getenv(env);
+    if (!value || !*value || FlagValue(o.extra_args, flag)) continue;
+    argv->insert(argv->end(), {std::string("--") + flag, value});
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> WalwatchProcess::Argv(const WalwatchOptions& o) {
   std::vector<std::string> argv = {WALWATCH_BINARY, "--conninfo", o.conninfo,
                                    "--slot", o.slot, "--socket",
                                    o.socket_path};
+  AddMatrixFlags(o, &argv);
   if (!o.max_log_bytes.empty()) {
     argv.insert(argv.end(), {"--max-log-bytes", o.max_log_bytes});
   }

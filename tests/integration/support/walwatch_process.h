@@ -109,7 +109,15 @@ struct WalwatchOptions {
 
 class WalwatchProcess {
  public:
-  // Starts WALWATCH_BINARY; stderr goes to `stderr_path`.
+  // Starts WALWATCH_BINARY; stderr goes to `stderr_path`. On PostgreSQL (no
+  // --source, or --source postgres, in extra_args) the environment chooses
+  // the output plugin, as the version matrix's ctest entries set it
+  // (tests/CMakeLists.txt): WALWATCH_TEST_PLUGIN (wal2json or pgoutput)
+  // becomes --plugin, WALWATCH_TEST_PGOUTPUT_PROTOCOL --pgoutput-protocol,
+  // each unless extra_args has that flag already. Unset: walwatch's
+  // defaults. The PostgreSQL tests start walwatch here, on the shared
+  // server and on a PgCluster alike (but ClaimsTest's run as another user,
+  // which builds its own command line).
   WalwatchProcess(WalwatchOptions options, std::string stderr_path);
   // Stops it; if the current test has failed, prints its stderr.
   ~WalwatchProcess();
