@@ -14,7 +14,8 @@
 // about 1, 4, 16 and 64 KB of jsonb text. The same transactions are also
 // written as pgoutput sends them (protocol version 1: Begin, Insert or
 // Update with the old row 'O', Commit; text tuples, so the object column is
-// jsonb_out's text itself), after one Relation message of the table.
+// jsonb_out's text itself), after one Relation message of the table,
+// by the unit tests' pgoutput builder (tests/unit/support/pgoutput_builder.h).
 //
 // Benchmarks, each over the whole corpus of one size and one operation
 // (insert or update; bytes/s counts every line, B and C included; items/s
@@ -69,11 +70,13 @@
 #include "cdc/postgres/transaction_assembler.h"
 #include "cdc/postgres/wal2json_decoder.h"
 #include "schema/table_mapping.h"
+#include "tests/unit/support/pgoutput_builder.h"
 
 namespace walwatch {
 namespace {
 
 namespace od = simdjson::ondemand;
+namespace pgo = testing_pgoutput;
 
 // ---------------------------------------------------------------------------
 // A small JSON tree, printed the way PostgreSQL's jsonb_out prints jsonb.
@@ -524,10 +527,10 @@ struct Column {
   bool number;                      // wal2json prints it as a JSON number
 };
 
-constexpr uint32_t kInt8Oid = 20;
-constexpr uint32_t kTextOid = 25;
-constexpr uint32_t kTimestamptzOid = 1184;
-constexpr uint32_t kJsonbOid = 3802;
+using pgo::kInt8Oid;
+using pgo::kJsonbOid;
+using pgo::kTextOid;
+using pgo::kTimestamptzOid;
 
 std::vector<Column> Row(const Pod& pod, uint64_t id, const std::string& when) {
   return {
@@ -571,32 +574,15 @@ std::string Tuple(const std::vector<Column>& row) {
 }
 
 // ---------------------------------------------------------------------------
-// pgoutput messages ("Logical Replication Message Formats" in PostgreSQL's
-// documentation): integers big-endian, strings NUL-terminated.
-
-void PutInt(uint64_t v, int bytes, std::string* out) {
-  for (int i = bytes - 1; i >= 0; --i) {
-    out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-}
-
-void PutString(std::string_view text, std::string* out) {
-  out->append(text);
-  out->push_back('\0');
-}
+// pgoutput messages (tests/unit/support/pgoutput_builder.h).
 
 // TupleData in text: 'n' for a null, 't' and the text otherwise.
-void PutTuple(const std::vector<Column>& row, std::string* out) {
-  PutInt(row.size(), 2, out);
+pgo::Tuple PgoutputTuple(const std::vector<Column>& row) {
+  pgo::Tuple tuple;
   for (const Column& c : row) {
-    if (!c.text) {
-      out->push_back('n');
-      continue;
-    }
-    out->push_back('t');
-    PutInt(c.text->size(), 4, out);
-    out->append(*c.text);
+    tuple.push_back(c.text ? pgo::Text(*c.text) : pgo::kNull);
   }
+  return tuple;
 }
 
 constexpr uint32_t kRelationId = 16385;
@@ -604,24 +590,9 @@ constexpr uint32_t kRelationId = 16385;
 // The Relation message of public.resources (REPLICA IDENTITY FULL: every
 // column is part of the key).
 std::string PgoutputRelation(const std::vector<Column>& row) {
-  std::string m = "R";
-  PutInt(kRelationId, 4, &m);
-  PutString("public", &m);
-  PutString("resources", &m);
-  m.push_back('f');
-  PutInt(row.size(), 2, &m);
-  for (const Column& c : row) {
-    m.push_back(1);
-    PutString(c.name, &m);
-    PutInt(c.type_oid, 4, &m);
-    PutInt(0xFFFFFFFF, 4, &m);  // no type modifier
-  }
-  return m;
-}
-
-// µs since the Unix epoch to pgoutput's µs since 2000-01-01.
-int64_t PgEpochMicros(int64_t unix_micros) {
-  return unix_micros - int64_t{946684800} * 1000000;
+  std::vector<pgo::RelColumn> columns;
+  for (const Column& c : row) columns.push_back({c.name, c.type_oid, true});
+  return pgo::Relation(kRelationId, "public", "resources", columns);
 }
 
 enum class Op { kInsert, kUpdate };
@@ -701,23 +672,15 @@ Corpus MakeCorpus(size_t object_target, Op op, size_t corpus_bytes) {
     if (c.pg_relation.empty()) c.pg_relation = PgoutputRelation(new_row);
     // pgoutput: Begin (the commit's position, time and xid), the change,
     // Commit (flags, the commit's position and end, time).
-    PgMessage pg_begin{"B", lsn};
-    PutInt(commit_lsn, 8, &pg_begin.bytes);
-    PutInt(static_cast<uint64_t>(PgEpochMicros(micros)), 8, &pg_begin.bytes);
-    PutInt(xid, 4, &pg_begin.bytes);
-    PgMessage pg_change{op == Op::kInsert ? "I" : "U", change_lsn};
-    PutInt(kRelationId, 4, &pg_change.bytes);
-    if (op == Op::kUpdate) {
-      pg_change.bytes.push_back('O');
-      PutTuple(old_row, &pg_change.bytes);
-    }
-    pg_change.bytes.push_back('N');
-    PutTuple(new_row, &pg_change.bytes);
-    PgMessage pg_commit{"C", commit_lsn};
-    pg_commit.bytes.push_back(0);
-    PutInt(commit_lsn, 8, &pg_commit.bytes);
-    PutInt(next_lsn, 8, &pg_commit.bytes);
-    PutInt(static_cast<uint64_t>(PgEpochMicros(micros)), 8, &pg_commit.bytes);
+    PgMessage pg_begin{pgo::Begin(commit_lsn, pgo::PgTime(micros), xid), lsn};
+    PgMessage pg_change{
+        op == Op::kInsert
+            ? pgo::Insert(kRelationId, PgoutputTuple(new_row))
+            : pgo::Update(kRelationId, 'O', PgoutputTuple(old_row),
+                          PgoutputTuple(new_row)),
+        change_lsn};
+    PgMessage pg_commit{pgo::Commit(commit_lsn, next_lsn, pgo::PgTime(micros)),
+                        commit_lsn};
     for (PgMessage* m : {&pg_begin, &pg_change, &pg_commit}) {
       c.pg_bytes += m->bytes.size();
       c.pg_messages.push_back(std::move(*m));

@@ -28,8 +28,8 @@
 // bound and none once nothing is being built; a streamed transaction
 // commits under its own xid.
 //
-// Seeds: tests/fuzz/corpus/pgoutput/, written by the message builder of
-// tests/unit/pgoutput_decoder_test.cc in this framing (its test
+// Seeds: tests/fuzz/corpus/pgoutput/, written by the message builder
+// (tests/unit/support/pgoutput_builder.h) in this framing (the test
 // PgoutputFuzzSeeds.AreWhatTheBuilderWrites checks them, and rewrites them
 // with WALWATCH_WRITE_PGOUTPUT_SEEDS=1).
 #include <algorithm>
