@@ -7,7 +7,7 @@
 #   make deps   install the Debian packages that are missing, and a Go >= 1.26 for
 #               clients/go if there is none (tests/tools/install-go.sh, into ~/.cache/walwatch)
 #   make fuzz   libFuzzer targets (ASan+UBSan), FUZZ_RUNS=1000000 each (tests/fuzz/run-fuzz.sh)
-#   make bench  benchmarks with their peers (pg_recvlogical, etcd, polling) in one
+#   make bench  benchmarks with their peers (pg_recvlogical, etcd, kine) in one
 #               run, sized for 30 minutes on 2 cores: rewrites BENCHMARKS.md and
 #               tests/bench/plots/, appends to tests/bench/HISTORY.md (tests/bench/run-bench.sh)
 #   make soak   1,000 watchers, steady writes, SOAK_MINUTES=10; RSS and fds must stay flat (tests/bench/soak.sh);

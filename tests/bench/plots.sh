@@ -18,8 +18,8 @@
 #                     replicas (drain.txt)
 #   quiet             walwatch CPU per hot commit with and without 1,000
 #                     watchers of quiet resources (quiet_e2e.txt)
-#   peers             p50/p99 of walwatch, etcd and polling (etcd.txt,
-#                     poll.txt)
+#   peers             p50/p99 of walwatch, etcd and kine (etcd.txt,
+#                     kine.txt)
 set -euo pipefail
 IN=$1 OUT=$2 FORMAT=${3:-svg}
 command -v gnuplot >/dev/null || { echo "plots: gnuplot is missing (apt-get install gnuplot-nox); no plots" >&2; exit 0; }
@@ -147,12 +147,12 @@ else
   say "no quiet_e2e figures: quiet not drawn"
 fi
 
-# Peers: p50 and p99 of each reader, from the etcd and poll runs; the
+# Peers: p50 and p99 of each reader, from the etcd and kine runs; the
 # readers of one workload side by side (sorted on a key, then cut).
 : >"$TMP/peers.unsorted"
-if [[ -s "$IN/poll.txt" ]]; then
+if [[ -s "$IN/kine.txt" ]] && ! grep -q '^missing' "$IN/kine.txt"; then
   awk '{ for (i = 3; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = v[$1, kv[1]] " " kv[2] } k[$1] = 1 }
-    END { for (c in k) print "0 " c "\t\"" (c == "walwatch" ? "walwatch (spread)" : c) "\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } '"$MED" "$IN/poll.txt" >>"$TMP/peers.unsorted"
+    END { for (c in k) print "0 " c "\t\"" c "\"", med(v[c, "p50_ms"]), med(v[c, "p99_ms"]) } '"$MED" "$IN/kine.txt" >>"$TMP/peers.unsorted"
 fi
 if [[ -s "$IN/etcd.txt" ]] && ! grep -q '^missing' "$IN/etcd.txt"; then
   awk '$1 != "idle" { for (i = 5; i <= NF; i++) { split($i, kv, "="); v[$1 " " $2 "x" $3, kv[1]] = v[$1 " " $2 "x" $3, kv[1]] " " kv[2] } k[$1 " " $2 "x" $3] = 1 }
@@ -169,5 +169,5 @@ set xtics rotate by -25
 plot '$TMP/peers' using 2:xtic(1) title 'p50', '' using 3 title 'p99'
 GP
 else
-  say "no etcd or poll figures: peers not drawn"
+  say "no etcd or kine figures: peers not drawn"
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: builds the benchmarks, runs them with the peers (pg_recvlogical,
-# etcd, polling) in the same run, checks the goals, and writes the report:
+# etcd, kine) in the same run, checks the goals, and writes the report:
 #   BENCHMARKS.md             rewritten: one table of every figure (goal,
 #                             latest value, met or missed, commit, command),
 #                             the plots, each part's time
@@ -29,20 +29,26 @@
 #    without 1,000 watchers of quiet resources, and their 410s (must be 0);
 # 8. tests/bench/etcd_bench.sh: etcd against walwatch, same objects and
 #    watchers (skipped, and said so, without etcd);
-# 9. tests/bench/poll_bench.sh: polling every 1 s and 100 ms against walwatch;
+# 9. tests/bench/kine_bench.sh: kine (k3s's etcd API over SQL, one global
+#    poll every 1 s / 100 ms) against walwatch on one PostgreSQL, same
+#    objects, rate and watchers (builds kine with Go);
 # 10. tests/bench/mdrain_bench.sh: backlog drain on MariaDB, walwatch
 #    --source mysql against mariadb-binlog, from the same binlog position;
 # 11. tests/bench/mfanout_bench.sh: commit -> client latency for 1,000
 #    watchers at 2,000 commits/s on MariaDB (fanout_bench.sh, BENCH_DB=mysql);
 # 12. tests/bench/standby_bench.sh: 1, 2, 4 replicas decoding one backlog with
 #    their slots on the primary or on a hot standby (PostgreSQL 17, pgoutput),
-#    the primary's and the standby's CPU.
+#    the primary's and the standby's CPU;
+# 13. tests/bench/relist_storm_bench.sh: N WatchLists of one resource at once
+#    (a relist storm) against the same bytes written from memory to the same
+#    readers (storm_ceiling), with the state reads, PostgreSQL's CPU and
+#    walwatch's peak RSS.
 # Sizes are cut to fit 30 minutes on 2 cores (each part's time is printed and
 # reported); every comparison is a ratio of figures from the same run.
 # The soak is separate: `make soak` (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|poll|mdrain|mfanout|standby
+#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|kine|mdrain|mfanout|standby|relist_storm
 #                              run only these (a comma-separated list); the
 #                              summary keeps the other parts' latest figures
 #   BENCH_REPETITIONS (3)      decoder_bench's and quiet_watchers_bench's
@@ -57,7 +63,7 @@
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, BENCH_DRAIN_*: see
 #                              drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
-#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_POLL_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*, BENCH_STANDBY_*,
+#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_KINE_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*, BENCH_STANDBY_*, BENCH_STORM_*,
 #   BENCH_OBJECT_BYTES: see each script; run-bench.sh sets the sizes below
 #                              where they are not set
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
@@ -72,7 +78,7 @@ MIN_TIME=${BENCH_MIN_TIME:-0.2}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby)
+PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -103,6 +109,8 @@ mkdir -p "$WORK/results"
 : "${BENCH_MFANOUT_WATCHERS:=1000}" "${BENCH_MFANOUT_RATE:=2000}" "${BENCH_MFANOUT_SECONDS:=4}"
 : "${BENCH_MFANOUT_REPS:=3}"
 : "${BENCH_STANDBY_ROWS:=20000}" "${BENCH_STANDBY_REPS:=2}" "${BENCH_STANDBY_REPLICAS:=1 2 4}"
+: "${BENCH_KINE_REPS:=3}" "${BENCH_KINE_SECONDS:=6}"
+: "${BENCH_STORM_ROWS:=20000}" "${BENCH_STORM_NS:=1 10 50 100}" "${BENCH_STORM_REPS:=1}"
 export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_REPLICA_ROWS \
   BENCH_FANOUT_WATCHERS BENCH_FANOUT_RATES BENCH_FANOUT_EXTRA BENCH_FANOUT_SPREAD_RATES \
   BENCH_FANOUT_MIXED BENCH_FANOUT_SECONDS BENCH_FANOUT_REPS BENCH_FANOUT_GOAL_REPS \
@@ -111,7 +119,8 @@ export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_
   BENCH_REPLAY_ROWS BENCH_REPLAY_REPS BENCH_QUIET_E2E_SECONDS BENCH_QUIET_E2E_REPS \
   BENCH_QUIET_E2E_FILL BENCH_MDRAIN_ROWS BENCH_MDRAIN_REPS BENCH_MFANOUT_WATCHERS \
   BENCH_MFANOUT_RATE BENCH_MFANOUT_SECONDS BENCH_MFANOUT_REPS \
-  BENCH_STANDBY_ROWS BENCH_STANDBY_REPS BENCH_STANDBY_REPLICAS
+  BENCH_STANDBY_ROWS BENCH_STANDBY_REPS BENCH_STANDBY_REPLICAS \
+  BENCH_KINE_REPS BENCH_KINE_SECONDS BENCH_STORM_ROWS BENCH_STORM_NS BENCH_STORM_REPS
 
 # Each part's wall time, for the budget: "part seconds" lines.
 : >"$WORK/times.txt"
@@ -135,7 +144,7 @@ part_begin build
 # shellcheck source=tests/bench/bench_lib.sh
 source tests/bench/bench_lib.sh
 bench_build "$BUILD_DIR" "$JOBS" decoder_bench quiet_watchers_bench \
-  watch_count bench_writer fanout_client fanout_ceiling poll_client walwatch
+  watch_count bench_writer fanout_client fanout_ceiling storm_ceiling walwatch
 part_end build
 
 DECODER_CMD=("$BUILD_DIR/decoder_bench" "--benchmark_repetitions=$REPETITIONS"
@@ -181,7 +190,7 @@ if want drain; then
   part_end drain
 fi
 # The other benchmarks: each prints its own section and writes its figures.
-for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
+for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
   want "$part" || continue
   part_begin "$part"
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
@@ -318,9 +327,10 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo "QUIET_BENCH_WATCHERS=0 $QUIET_ENV ${QUIET_CMD[*]} --benchmark_filter=BM_HotAppend"
   fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
+  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
     if want "$part"; then
-      env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"$part")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
+      # relist_storm's variables are BENCH_STORM_*.
+      env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"${part#relist_}")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
       echo "tests/bench/${part}_bench.sh"
     fi
   done
@@ -349,7 +359,7 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout ceiling memory replay quiet_e2e etcd poll mdrain mfanout standby; do
+  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
   echo

@@ -25,7 +25,7 @@ fan() {
   awk -v how="$1" -v m="$2" -v n="$3" -v r="$4" -v key="$5" '$1 == m && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) { v = v " " kv[2]; if (max == "" || kv[2] + 0 > max) max = kv[2] + 0; all = all sep kv[2]; sep = ", " } } }
     END { if (v == "") exit; if (how == "med") print med(v); else if (how == "max") print max; else print all } '"$MED" "$R/$file"
 }
-# Median of key over lines whose first word is $2 (etcd.txt, poll.txt, ...).
+# Median of key over lines whose first word is $2 (etcd.txt, kine.txt, ...).
 med_of() {
   has "$1" || return 0
   awk -v c="$2" -v key="$3" -v first="${4:-3}" '$1 == c { for (i = first; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = v " " kv[2] } } END { if (v != "") print med(v) } '"$MED" "$R/$1"
@@ -121,14 +121,23 @@ if [[ -n "$max" ]]; then
   all=$(FAN=mfanout.txt fan all one "$mn" "$mrate" p99_ms) p50=$(FAN=mfanout.txt fan med one "$mn" "$mrate" p50_ms)
   goal_row g8 "MariaDB: $mn watchers of one resource, $mrate commits/s: p99 commit → client, every run (p50 median)" "< 50 ms in every run" "worst $max ms (runs: $all; p50 $p50 ms)" "$(verdict lt "$max" 50)" mfanout
 else goal_row g8 "MariaDB: 1,000 watchers of one resource, 2,000 commits/s" "< 50 ms in every run" "$(na)" "-" mfanout; fi
-# 6. Polling at 100 ms.
-if has poll.txt && grep -q '^poll-100 ' "$R/poll.txt"; then
-  wp=$(med_of poll.txt walwatch p50_ms) pp=$(med_of poll.txt poll-100 p50_ms)
-  wc=$(med_of poll.txt walwatch reader_cpu) pc=$(med_of poll.txt poll-100 reader_cpu)
-  wq=$(med_of poll.txt poll-100 queries_per_s)
-  ok=0; awk -v a="$pp" -v b="$wp" 'BEGIN { exit !(b > 0 && a / b >= 10) }' && lt "$wc" "$pc" && ok=1
-  goal_row g6 "polling every 100 ms (100 resources, $wq queries/s) against walwatch: p50, and PostgreSQL's CPU for the reader" "walwatch p50 ≥ 10 × lower, and less CPU" "p50 $wp against $pp ms ($(ratio "$pp" "$wp") ×); CPU $wc % (walsender) against $pc % (poll backends)" "$(verdict test $ok = 1)" poll
-else goal_row g6 "polling every 100 ms against walwatch" "walwatch p50 ≥ 10 × lower, and less CPU" "$(na)" "-" poll; fi
+# 6. kine (k3s's SQL watch) on the same PostgreSQL: spread, 1,000 watchers.
+if has kine.txt && grep -q '^kine2-100ms/spread ' "$R/kine.txt"; then
+  wp=$(med_of kine.txt walwatch/spread p50_ms) kp=$(med_of kine.txt kine/spread p50_ms) k2=$(med_of kine.txt kine2-100ms/spread p50_ms)
+  wd=$(med_of kine.txt walwatch/spread db_cpu) kd=$(med_of kine.txt kine/spread db_cpu)
+  wc=$(med_of kine.txt walwatch/spread peer_cpu) kc=$(med_of kine.txt kine/spread peer_cpu)
+  kq=$(med_of kine.txt kine/spread queries_per_s)
+  ok=0; lt "$wp" "$kp" && awk -v a="$k2" -v b="$wp" 'BEGIN { exit !(b > 0 && a / b >= 10) }' && lt "$wd" "$kd" && lt "$wc" "$kc" && ok=1
+  goal_row g6 "kine on the same PostgreSQL (1,000 watchers over 100 resources, 200 commits/s): p50 with the writes through that kine / through a second kine polling every 100 ms; PostgreSQL's CPU; the peer's CPU" "walwatch p50 lower, ≥ 10 × lower than the 100 ms poll; less PostgreSQL and peer CPU" "p50 $wp against $kp / $k2 ms ($(ratio "$kp" "$wp") × / $(ratio "$k2" "$wp") ×); PostgreSQL $wd against $kd % ($kq kine queries/s); peer $wc against $kc %" "$(verdict test $ok = 1)" kine
+else goal_row g6 "kine against walwatch" "walwatch p50 lower, ≥ 10 × lower than the 100 ms poll; less PostgreSQL and peer CPU" "$(na)" "-" kine; fi
+# 9. Relist storm: N WatchLists of one resource at once, against the same
+# bytes written from memory to the same readers (storm_ceiling).
+if has relist_storm.txt; then
+  rows=$(sed -n 's/^setup rows=\([0-9]*\).*/\1/p' "$R/relist_storm.txt")
+  worst=$(awk '$1 == "storm" { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "ratio" && kv[2] + 0 > w) w = kv[2] + 0 } } END { print w }' "$R/relist_storm.txt")
+  vals=$(awk '$1 == "storm" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } printf "%sN=%s: %.2f × (%.2f against %.3f s)", sep, $2, v["ratio"], v["ww_wall_s"], v["limit_wall_s"]; sep = "; " }' "$R/relist_storm.txt")
+  goal_row g9 "relist storm, N WatchLists (sendInitialEvents) of $rows Pods at once: walwatch's wall time against the same bytes from memory" "≤ 1.5 × for every N" "$vals" "$(verdict le "$worst" 1.5)" relist_storm
+else goal_row g9 "relist storm: N WatchLists at once against the same bytes from memory" "≤ 1.5 ×" "$(na)" "-" relist_storm; fi
 
 cat <<MID
 
@@ -207,11 +216,15 @@ if has etcd.txt && ! grep -q '^missing' "$R/etcd.txt"; then
     info_row "CPU per delivered event, $n watchers × $r/s: walwatch + PostgreSQL against etcd" "ratio" "$w against $e µs (etcd / walwatch $(ratio "$e" "$w"))" etcd
   done < <(awk '$1 == "walwatch" { print $2, $3 }' "$R/etcd.txt" | sort -u -k1,1n -k2,2n)
 fi
-if has poll.txt; then
-  for c in walwatch poll-1000 poll-100; do
-    grep -q "^$c " "$R/poll.txt" || continue
-    info_row "reader $c (spread, 100 resources): p50 / p99, queries/s, PostgreSQL CPU (reader / all)" "reference" "$(med_of poll.txt "$c" p50_ms) / $(med_of poll.txt "$c" p99_ms) ms, $(med_of poll.txt "$c" queries_per_s)/s, $(med_of poll.txt "$c" reader_cpu) / $(med_of poll.txt "$c" pg_cpu) %" poll
+if has kine.txt && ! grep -q '^missing' "$R/kine.txt"; then
+  for c in $(awk '{ print $1 }' "$R/kine.txt" | awk '!seen[$0]++'); do
+    info_row "$c ($(med_of kine.txt "$c" watchers) watchers, $(med_of kine.txt "$c" rate_asked) commits/s): p50 / p99, deliveries/s, PostgreSQL / peer CPU, kine queries/s (polls)" "reference" "$(med_of kine.txt "$c" p50_ms) / $(med_of kine.txt "$c" p99_ms) ms, $(med_of kine.txt "$c" deliveries_per_s)/s, $(med_of kine.txt "$c" db_cpu) / $(med_of kine.txt "$c" peer_cpu) %, $(med_of kine.txt "$c" queries_per_s)/s ($(med_of kine.txt "$c" polls_per_s)/s)" kine
   done
+fi
+if has relist_storm.txt; then
+  while read -r n reads pg ww rss hdr ret; do
+    info_row "relist storm, $n WatchLists at once: state reads; CPU of PostgreSQL / walwatch; walwatch's peak RSS; slowest 200 header; 504s retried" "reference (issue 40: one state read per storm)" "$reads reads; $pg / $ww s; $rss MiB; $hdr s; $ret" relist_storm
+  done < <(awk '$1 == "storm" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } printf "%s %s %s %s %.0f %s %s\n", $2, v["state_reads"], v["pg_cpu_s"], v["ww_cpu_s"], v["ww_rss_peak_kb"] / 1024, v["ww_header_max_s"], v["ww_retries"] }' "$R/relist_storm.txt")
 fi
 
 if ((${#MISSED[@]})); then
@@ -241,7 +254,7 @@ plot_section() {  # ID TITLE
 }
 plot_section latency_watchers "Commit → client latency against watchers"
 plot_section latency_rate "Commit → client latency against the write rate"
-plot_section peers "walwatch, etcd and polling on the same workload"
+plot_section peers "walwatch, etcd and kine on the same workload"
 plot_section idle_memory "Memory per idle watcher"
 plot_section drain "Backlog drain beside pg_recvlogical"
 plot_section replicas "Replicas on one primary"
