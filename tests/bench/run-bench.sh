@@ -42,13 +42,17 @@
 # 13. tests/bench/relist_storm_bench.sh: N WatchLists of one resource at once
 #    (a relist storm) against the same bytes written from memory to the same
 #    readers (storm_ceiling), with the state reads, PostgreSQL's CPU and
-#    walwatch's peak RSS.
+#    walwatch's peak RSS;
+# 14. tests/bench/debezium_bench.sh: Debezium (embedded engine, PostgreSQL
+#    connector, pgoutput) beside walwatch: drain_bench.sh's backlog, and
+#    commit -> consumer latency at 500 commits/s (skipped, and said so,
+#    without a JDK and Maven).
 # Sizes are cut to fit 30 minutes on 2 cores (each part's time is printed and
 # reported); every comparison is a ratio of figures from the same run.
 # The soak is separate: `make soak` (tests/bench/soak.sh).
 #
 # Environment:
-#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|kine|mdrain|mfanout|standby|relist_storm
+#   BENCH_ONLY=decoder|quiet|drain|fanout|ceiling|memory|replay|quiet_e2e|etcd|kine|mdrain|mfanout|standby|relist_storm|debezium
 #                              run only these (a comma-separated list); the
 #                              summary keeps the other parts' latest figures
 #   BENCH_REPETITIONS (3)      decoder_bench's and quiet_watchers_bench's
@@ -63,7 +67,7 @@
 #   BENCH_ROWS, BENCH_TXN, BENCH_BATCH, BENCH_REPS, BENCH_DRAIN_*: see
 #                              drain_bench.sh
 #   BENCH_FANOUT_*, BENCH_CEILING_*, BENCH_MEMORY_*, BENCH_REPLAY_*,
-#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_KINE_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*, BENCH_STANDBY_*, BENCH_STORM_*,
+#   BENCH_QUIET_E2E_*, BENCH_ETCD_*, BENCH_KINE_*, BENCH_MDRAIN_*, BENCH_MFANOUT_*, BENCH_STANDBY_*, BENCH_STORM_*, BENCH_DEBEZIUM_*,
 #   BENCH_OBJECT_BYTES: see each script; run-bench.sh sets the sizes below
 #                              where they are not set
 # shellcheck disable=SC2154  # the drain's figures come from `source drain.env`
@@ -78,7 +82,7 @@ MIN_TIME=${BENCH_MIN_TIME:-0.2}
 ONLY=${BENCH_ONLY:-}
 say() { echo "run-bench: $*" >&2; }
 
-PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm)
+PARTS=(decoder quiet drain fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm debezium)
 for part in ${ONLY//,/ }; do
   [[ " ${PARTS[*]} " == *" $part "* ]] ||
     { say "BENCH_ONLY: $part is not one of ${PARTS[*]}"; exit 2; }
@@ -111,6 +115,8 @@ mkdir -p "$WORK/results"
 : "${BENCH_STANDBY_ROWS:=20000}" "${BENCH_STANDBY_REPS:=2}" "${BENCH_STANDBY_REPLICAS:=1 2 4}"
 : "${BENCH_KINE_REPS:=3}" "${BENCH_KINE_SECONDS:=6}"
 : "${BENCH_STORM_ROWS:=20000}" "${BENCH_STORM_NS:=1 10 50 100}" "${BENCH_STORM_REPS:=1}"
+: "${BENCH_DEBEZIUM_ROWS:=40000}" "${BENCH_DEBEZIUM_REPS:=2}" "${BENCH_DEBEZIUM_SECONDS:=10}"
+: "${BENCH_DEBEZIUM_POLL_MS:=10}"
 export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_REPLICA_ROWS \
   BENCH_FANOUT_WATCHERS BENCH_FANOUT_RATES BENCH_FANOUT_EXTRA BENCH_FANOUT_SPREAD_RATES \
   BENCH_FANOUT_MIXED BENCH_FANOUT_SECONDS BENCH_FANOUT_REPS BENCH_FANOUT_GOAL_REPS \
@@ -120,7 +126,8 @@ export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_
   BENCH_QUIET_E2E_FILL BENCH_MDRAIN_ROWS BENCH_MDRAIN_REPS BENCH_MFANOUT_WATCHERS \
   BENCH_MFANOUT_RATE BENCH_MFANOUT_SECONDS BENCH_MFANOUT_REPS \
   BENCH_STANDBY_ROWS BENCH_STANDBY_REPS BENCH_STANDBY_REPLICAS \
-  BENCH_KINE_REPS BENCH_KINE_SECONDS BENCH_STORM_ROWS BENCH_STORM_NS BENCH_STORM_REPS
+  BENCH_KINE_REPS BENCH_KINE_SECONDS BENCH_STORM_ROWS BENCH_STORM_NS BENCH_STORM_REPS \
+  BENCH_DEBEZIUM_ROWS BENCH_DEBEZIUM_REPS BENCH_DEBEZIUM_SECONDS BENCH_DEBEZIUM_POLL_MS
 
 # Each part's wall time, for the budget: "part seconds" lines.
 : >"$WORK/times.txt"
@@ -190,7 +197,7 @@ if want drain; then
   part_end drain
 fi
 # The other benchmarks: each prints its own section and writes its figures.
-for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
+for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm debezium; do
   want "$part" || continue
   part_begin "$part"
   WALWATCH_BIN="$ROOT/$BUILD_DIR/walwatch" BENCH_REPORT="$WORK/$part.md" \
@@ -327,7 +334,7 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo "QUIET_BENCH_WATCHERS=0 $QUIET_ENV ${QUIET_CMD[*]} --benchmark_filter=BM_HotAppend"
   fi
   if want drain; then echo "$DRAIN_ENV tests/bench/drain_bench.sh"; fi
-  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
+  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm debezium; do
     if want "$part"; then
       # relist_storm's variables are BENCH_STORM_*.
       env | grep -E "^BENCH_($(tr '[:lower:]' '[:upper:]' <<<"${part#relist_}")_|OBJECT_BYTES)" | sort | tr '\n' ' ' || true
@@ -359,7 +366,7 @@ TOTAL_S=$(($(date +%s) - T_START))
     echo
     echo "walwatch drain: $walwatch_rows_per_s rows/s, pg_recvlogical: $recvlogical_rows_per_s rows/s, ratio $ratio — target ≥ 0.9: $verdict."
   fi
-  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm; do
+  for part in fanout ceiling memory replay quiet_e2e etcd kine mdrain mfanout standby relist_storm debezium; do
     if want "$part"; then cat "$WORK/$part.md"; fi
   done
   echo

@@ -227,6 +227,25 @@ if has relist_storm.txt; then
   done < <(awk '$1 == "storm" { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } printf "%s %s %s %s %.0f %s %s\n", $2, v["state_reads"], v["pg_cpu_s"], v["ww_cpu_s"], v["ww_rss_peak_kb"] / 1024, v["ww_header_max_s"], v["ww_retries"] }' "$R/relist_storm.txt")
 fi
 
+if has debezium.txt && grep -q '^missing' "$R/debezium.txt"; then
+  info_row "Debezium (embedded engine, pgoutput) beside walwatch" "reference" "not measured: $(sed -n 's/^missing //p' "$R/debezium.txt")" debezium
+elif has debezium.txt; then
+  dv=$(awk '$1 == "meta" { for (i = 3; i <= NF; i++) if ($i ~ /^debezium=/) { sub(/^debezium=/, "", $i); print $i } }' "$R/debezium.txt")
+  dn=$(med_of debezium.txt meta rows) drate=$(med_of debezium.txt meta rate)
+  dvar() { med_of debezium.txt "$1" "$2"; }
+  if grep -q '^drain\.ww_pgoutput ' "$R/debezium.txt" && grep -q '^drain\.dbz ' "$R/debezium.txt"; then
+    w=$(dvar drain.ww_pgoutput rows_per_s) d=$(dvar drain.dbz rows_per_s)
+    wc=$(dvar drain.ww_pgoutput cpu_s_per_1k) dc=$(dvar drain.dbz cpu_s_per_1k)
+    info_row "backlog drain, $dn Pods: walwatch --plugin pgoutput against Debezium $dv embedded (pgoutput, defaults): rows/s; consumer CPU s per 1,000 rows" "ratio" "$w against $d rows/s (walwatch / Debezium $(ratio "$w" "$d")); CPU $wc against $dc s (Debezium / walwatch $(ratio "$dc" "$wc"))" debezium
+  fi
+  for c in ww_pgoutput ww_wal2json dbz dbz_poll10 dbz_json; do
+    grep -q "^drain\.$c " "$R/debezium.txt" || continue
+    info_row "backlog drain beside Debezium, $c: rows/s (start / first event → last), consumer and PostgreSQL CPU s per 1,000 rows" "reference" "$(dvar "drain.$c" rows_per_s) / $(dvar "drain.$c" stream_rows_per_s) rows/s; CPU $(dvar "drain.$c" cpu_s_per_1k) and $(dvar "drain.$c" pg_cpu_s_per_1k) s" debezium
+  done
+  while read -r c; do
+    info_row "commit → consumer beside Debezium, $c, $drate commits/s: p50 / p99 (after the warm-up), consumer CPU per commit" "reference" "$(dvar "latency.$c" p50_ms) / $(dvar "latency.$c" p99_ms) ms, $(dvar "latency.$c" consumer_us_per_commit) µs" debezium
+  done < <(awk '$1 ~ /^latency\./ { sub(/^latency\./, "", $1); if (!seen[$1]++) print $1 }' "$R/debezium.txt")
+fi
 if ((${#MISSED[@]})); then
   echo
   echo "## Why a goal is missed"
