@@ -28,7 +28,9 @@
 # 7. tests/bench/quiet_e2e_bench.sh: walwatch's CPU per hot commit with and
 #    without 1,000 watchers of quiet resources, and their 410s (must be 0);
 # 8. tests/bench/etcd_bench.sh: etcd against walwatch, same objects and
-#    watchers (skipped, and said so, without etcd);
+#    watchers; etcd watched through its Go client (tests/bench/etcdwatch,
+#    built with Go): a connection per watcher, and multiplexed; fresh
+#    servers every run (skipped, and said so, without etcd);
 # 9. tests/bench/kine_bench.sh: kine (k3s's etcd API over SQL, one global
 #    poll every 1 s / 100 ms) against walwatch on one PostgreSQL, same
 #    objects, rate and watchers (builds kine with Go);
@@ -117,6 +119,7 @@ mkdir -p "$WORK/results"
 : "${BENCH_STORM_ROWS:=20000}" "${BENCH_STORM_NS:=1 10 50 100}" "${BENCH_STORM_REPS:=1}"
 : "${BENCH_DEBEZIUM_ROWS:=40000}" "${BENCH_DEBEZIUM_REPS:=2}" "${BENCH_DEBEZIUM_SECONDS:=10}"
 : "${BENCH_DEBEZIUM_POLL_MS:=10}"
+: "${BENCH_ETCD_REPS:=3}" "${BENCH_ETCD_SECONDS:=5}"
 export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_REPLICA_ROWS \
   BENCH_FANOUT_WATCHERS BENCH_FANOUT_RATES BENCH_FANOUT_EXTRA BENCH_FANOUT_SPREAD_RATES \
   BENCH_FANOUT_MIXED BENCH_FANOUT_SECONDS BENCH_FANOUT_REPS BENCH_FANOUT_GOAL_REPS \
@@ -127,7 +130,8 @@ export BENCH_ROWS BENCH_REPS BENCH_DRAIN_SIZES BENCH_DRAIN_REPLICAS BENCH_DRAIN_
   BENCH_MFANOUT_RATE BENCH_MFANOUT_SECONDS BENCH_MFANOUT_REPS \
   BENCH_STANDBY_ROWS BENCH_STANDBY_REPS BENCH_STANDBY_REPLICAS \
   BENCH_KINE_REPS BENCH_KINE_SECONDS BENCH_STORM_ROWS BENCH_STORM_NS BENCH_STORM_REPS \
-  BENCH_DEBEZIUM_ROWS BENCH_DEBEZIUM_REPS BENCH_DEBEZIUM_SECONDS BENCH_DEBEZIUM_POLL_MS
+  BENCH_DEBEZIUM_ROWS BENCH_DEBEZIUM_REPS BENCH_DEBEZIUM_SECONDS BENCH_DEBEZIUM_POLL_MS \
+  BENCH_ETCD_REPS BENCH_ETCD_SECONDS
 
 # Each part's wall time, for the budget: "part seconds" lines.
 : >"$WORK/times.txt"

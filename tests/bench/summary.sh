@@ -81,22 +81,32 @@ max=$(fan max mixed 5000 "${rate:-2000}" p99_ms) all=$(fan all mixed 5000 "${rat
 if [[ -n "$max" ]]; then
   goal_row g2 "5,000 selective watchers over 100 resources (mixed), ${rate} commits/s: p99" "< 50 ms" "worst $max ms (runs: $all)" "$(verdict lt "$max" 50)" fanout
 else goal_row g2 "5,000 selective watchers over 100 resources" "< 50 ms" "$(na)" "-" fanout; fi
-# 3, 4. etcd.
+# 3, 4. etcd, watched through its Go client (etcd_bench.sh: etcd-per-stream,
+# etcd-multiplexed; etcd-gateway only as an extra, "etcd" in runs before it).
+# Median of key over the runs of server $1, N $2, rate $3 in etcd.txt.
+etcd_med() { awk -v s="$1" -v n="$2" -v r="$3" -v key="$4" '$1 == s && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == key) v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt"; }
+etcd_servers() { awk '$1 ~ /^etcd/ { print $1 }' "$R/etcd.txt" | sort -u; }
 if has etcd.txt && grep -q '^missing' "$R/etcd.txt"; then
   goal_row g3 "walwatch p99 against etcd p99, same load" "walwatch ≤ etcd" "not measured: etcd is not installed" "-" etcd
   goal_row g4 "idle memory per watcher against etcd" "walwatch ≤ ¼ of etcd" "not measured: etcd is not installed" "-" etcd
 elif has etcd.txt; then
+  # Against etcd's best mode (lowest p99) in each case.
   vals="" ok=1
   while read -r n r; do
-    w=$(awk -v n="$n" -v r="$r" '$1 == "walwatch" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "p99_ms") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
-    e=$(awk -v n="$n" -v r="$r" '$1 == "etcd" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "p99_ms") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
-    vals+="${vals:+; }$n × $r/s: $w against $e ms (etcd / walwatch $(ratio "$e" "$w"))"
-    le "$w" "$e" || ok=0
+    w=$(etcd_med walwatch "$n" "$r" p99_ms) best="" each=""
+    for s in $(etcd_servers); do
+      e=$(etcd_med "$s" "$n" "$r" p99_ms)
+      [[ -n "$e" ]] || continue
+      each+="${each:+, }${s#etcd-} $e"
+      if [[ -z "$best" ]] || lt "$e" "$best"; then best=$e; fi
+    done
+    vals+="${vals:+; }$n × $r/s: $w against $each ms (best etcd / walwatch $(ratio "$best" "$w"))"
+    le "$w" "$best" || ok=0
   done < <(awk '$1 == "walwatch" { print $2, $3 }' "$R/etcd.txt" | sort -u -k1,1n -k2,2n)
-  goal_row g3 "walwatch p99 against etcd p99, same watchers, objects and rate" "walwatch ≤ etcd" "$vals" "$(verdict test $ok = 1)" etcd
+  goal_row g3 "walwatch p99 against etcd's best p99 of its watch modes, same watchers, objects and rate" "walwatch ≤ etcd" "$vals" "$(verdict test $ok = 1)" etcd
   ww=$(awk '$1 == "idle" { sub(/.*=/, "", $3); print $3 }' "$R/etcd.txt") et=$(awk '$1 == "idle" { sub(/.*=/, "", $4); print $4 }' "$R/etcd.txt")
   n=$(awk '$1 == "idle" { print $2 }' "$R/etcd.txt")
-  goal_row g4 "idle memory per watcher ($n watchers, RSS growth), against etcd" "walwatch ≤ ¼ of etcd" "$ww against $et KiB (etcd / walwatch $(ratio "$et" "$ww"))" "$(verdict le "$(awk -v w="$ww" 'BEGIN { print 4 * w }')" "$et")" etcd
+  goal_row g4 "idle memory per watcher ($n watchers, fresh servers): walwatch's RSS growth against etcd's lowest (RSS, or heap + stacks after GC, any mode)" "walwatch ≤ ¼ of etcd" "$ww against $et KiB (etcd / walwatch $(ratio "$et" "$ww"))" "$(verdict le "$(awk -v w="$ww" 'BEGIN { print 4 * w }')" "$et")" etcd
 else
   goal_row g3 "walwatch p99 against etcd p99" "walwatch ≤ etcd" "$(na)" "-" etcd
   goal_row g4 "idle memory per watcher against etcd" "walwatch ≤ ¼ of etcd" "$(na)" "-" etcd
@@ -211,9 +221,14 @@ if has quiet_e2e.txt; then
 fi
 if has etcd.txt && ! grep -q '^missing' "$R/etcd.txt"; then
   while read -r n r; do
-    w=$(awk -v n="$n" -v r="$r" '$1 == "walwatch" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cpu_us_per_delivery") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
-    e=$(awk -v n="$n" -v r="$r" '$1 == "etcd" && $2 == n && $3 == r { for (i = 5; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "cpu_us_per_delivery") v = v " " kv[2] } } END { print med(v) } '"$MED" "$R/etcd.txt")
-    info_row "CPU per delivered event, $n watchers × $r/s: walwatch + PostgreSQL against etcd" "ratio" "$w against $e µs (etcd / walwatch $(ratio "$e" "$w"))" etcd
+    w=$(etcd_med walwatch "$n" "$r" cpu_us_per_delivery)
+    for s in $(etcd_servers); do
+      e=$(etcd_med "$s" "$n" "$r" cpu_us_per_delivery)
+      info_row "CPU per delivered event, $n watchers × $r/s: walwatch + PostgreSQL against $s" "ratio" "$w against $e µs (etcd / walwatch $(ratio "$e" "$w"))" etcd
+      if grep -q "^$s .*go_mib=" "$R/etcd.txt"; then
+        info_row "$s, $n watchers × $r/s: p50 / p99, heap + stacks after GC (watchers open), etcd CPU; client CPU, machine CPU" "reference" "$(etcd_med "$s" "$n" "$r" p50_ms) / $(etcd_med "$s" "$n" "$r" p99_ms) ms (walwatch $(etcd_med walwatch "$n" "$r" p50_ms) / $(etcd_med walwatch "$n" "$r" p99_ms)), $(etcd_med "$s" "$n" "$r" go_mib) MiB, $(etcd_med "$s" "$n" "$r" server_cpu) % of a core; $(etcd_med "$s" "$n" "$r" client_cpu) % of a core, $(etcd_med "$s" "$n" "$r" machine_cpu) % of the machine" etcd
+      fi
+    done
   done < <(awk '$1 == "walwatch" { print $2, $3 }' "$R/etcd.txt" | sort -u -k1,1n -k2,2n)
 fi
 if has kine.txt && ! grep -q '^missing' "$R/kine.txt"; then
