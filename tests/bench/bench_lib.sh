@@ -118,9 +118,16 @@ bench_cleanup() {
 }
 
 # A free loopback TCP port for --metrics-address.
+# A port below the kernel's ephemeral range: a run's thousands of client
+# connections leave their ephemeral ports in TIME_WAIT (sockets without
+# SO_REUSEADDR, so they block a bind), which the connect below cannot see,
+# and a server started next on one of them failed with "address already in
+# use" (etcd_bench, debezium_bench).
 free_port() {
-  local port
-  for port in $(shuf -i 20000-60000 -n 50); do
+  local port low
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  ((low > 11000)) || low=61000
+  for port in $(shuf -i 10000-$((low - 1)) -n 50); do
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0

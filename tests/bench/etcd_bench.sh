@@ -95,26 +95,6 @@ for mode in $MODES; do
   esac
 done
 
-# free_port's ports, below the kernel's ephemeral range: a run's thousand
-# client connections leave their ephemeral ports in TIME_WAIT (sockets
-# without SO_REUSEADDR, so they block a bind), and a server started next on
-# one of them (bench_lib.sh picks 20000-60000; free_port's connect cannot see
-# them) fails with "address already in use": twice in one full run once
-# every run started its own etcd and walwatch.
-read -r EPHEMERAL_LOW _ </proc/sys/net/ipv4/ip_local_port_range
-if ((EPHEMERAL_LOW > 11000)); then
-  free_port() {
-    local port
-    for port in $(shuf -i 10000-$((EPHEMERAL_LOW - 1)) -n 50); do
-      if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        echo "$port"
-        return 0
-      fi
-    done
-    bench_die "no free TCP port"
-  }
-fi
-
 bench_init etcd
 NPROC=$(nproc)
 
